@@ -1,0 +1,38 @@
+# The two commands a user needs: `make run` and `make test`. Each builds .venv on first use.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PARAMS ?= params/default.yaml
+BENCH_PAIRS ?= 2000
+
+.PHONY: run test bench setup venv clean-venv
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	# torch first, alone, so pip takes the CPU wheel and never resolves a CUDA build.
+	$(PY) -m pip install --quiet "torch==2.13.0"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# Configure git in this clone so that notebook diffs read cell by cell (nbdime).
+setup: $(STAMP)
+	@if git rev-parse --git-dir >/dev/null 2>&1; then $(VENV)/bin/nbdime config-git --enable >/dev/null; fi
+
+run: setup
+	HF_HUB_OFFLINE=1 $(PY) -m evalbook run --params $(PARAMS)
+
+# pytest exits 5 when it collects no tests; that is a failure here, not a pass.
+test: setup
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; \
+	exit $$rc
+
+bench: setup
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_scoring.py --pairs $(BENCH_PAIRS)
+
+clean-venv:
+	rm -rf $(VENV)

