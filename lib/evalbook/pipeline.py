@@ -1,0 +1,230 @@
+"""What each pipeline notebook does, as library calls: the stage context and the stage steps.
+
+A stage runs in one of two modes:
+- **run mode** (the runner passes `run_dir` and `run_id`): artifacts go into the write-once run
+  folder; an upstream artifact that is missing is an error.
+- **interactive mode** (a notebook opened in JupyterLab with its defaults): artifacts go into
+  `<outputs_root>/<env>/interactive/`, a scratch folder that is overwritten freely, and a
+  missing upstream artifact is computed on the spot so every notebook runs top to bottom alone.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evalbook import load as load_module
+from evalbook.models import resolve_profile_models
+from evalbook.params import Profile, load_profile
+from evalbook.report import build_report, git_commit, package_versions, write_new, write_report
+from evalbook.scoring import AnswerScorer, score_answers
+
+CANONICAL = "canonical.parquet"
+LOAD_SUMMARY = "load.json"
+SCORED = "scored.parquet"
+SCORING_SUMMARY = "scoring.json"
+PROVENANCE = "provenance.json"
+
+
+class StageError(RuntimeError):
+    """A stage that cannot run, for example because its upstream artifact is missing."""
+
+
+@dataclass(frozen=True)
+class StageContext:
+    profile: Profile
+    run_dir: Path
+    run_id: str
+    interactive: bool
+
+    def artifact(self, name: str) -> Path:
+        return self.run_dir / name
+
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        path = self.artifact(name)
+        if self.interactive and path.exists():
+            path.unlink()
+        write_new(path, data)
+        return path
+
+    def write_json(self, name: str, value: Any) -> Path:
+        text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return self.write_bytes(name, text.encode("utf-8"))
+
+    def read_json(self, name: str) -> Any:
+        return json.loads(self.artifact(name).read_text("utf-8"))
+
+    @property
+    def report_path(self) -> Path:
+        if self.interactive:
+            return self.run_dir / "report.json"
+        return self.run_dir.parent / f"{self.run_id}.json"
+
+
+def open_stage(params_path: str, run_dir: str | None = None, run_id: str | None = None) -> StageContext:
+    """Load and validate the profile and settle where this stage reads and writes."""
+    profile = load_profile(params_path)
+    if run_dir is None:
+        folder = Path(profile.path("outputs_root")) / profile["env"] / "interactive"
+        folder.mkdir(parents=True, exist_ok=True)
+        return StageContext(profile, folder, run_id or profile["run_id"] or str(uuid.uuid4()), True)
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        raise StageError(f"run folder {folder} does not exist; the runner creates it")
+    if run_id is None:
+        raise StageError("run_id is required when run_dir is given")
+    return StageContext(profile, folder, run_id, False)
+
+
+def _require(ctx: StageContext, name: str, producer: str) -> Path:
+    path = ctx.artifact(name)
+    if not path.exists():
+        raise StageError(f"{path} is missing: stage {producer} must run first in this run folder")
+    return path
+
+
+# ---------------------------------------------------------------- 01_load
+
+def run_load(ctx: StageContext) -> load_module.LoadResult:
+    profile = ctx.profile
+    result = load_module.load_evaluation_set(
+        profile.path("input_path"), profile.path("predictions_path"),
+        limit=profile["limit"], seed=profile["seed"], split=profile["dataset"]["split"])
+    path = ctx.artifact(CANONICAL)
+    if ctx.interactive and path.exists():
+        path.unlink()
+    if path.exists():
+        raise StageError(f"{path} already exists; run folders are write-once")
+    load_module.write_canonical(result.table, path)
+    ctx.write_json(LOAD_SUMMARY, {
+        "counts": result.counts,
+        "unmatched_prediction_ids": result.unmatched_prediction_ids,
+        "examples_without_prediction": result.examples_without_prediction,
+        "sources": result.sources,
+    })
+    return result
+
+
+def canonical_table(ctx: StageContext) -> pd.DataFrame:
+    if ctx.interactive and not ctx.artifact(CANONICAL).exists():
+        run_load(ctx)
+    return load_module.read_canonical(_require(ctx, CANONICAL, "01_load"))
+
+
+# ---------------------------------------------------------------- 02_score
+
+def load_scorer(ctx: StageContext) -> AnswerScorer:
+    """Resolve and verify the models (before any scoring), then load them once."""
+    resolved = resolve_profile_models(ctx.profile)
+    scorer = AnswerScorer.from_profile(ctx.profile, resolved)
+    scorer.provenance.extra["weights_sha256"] = {role: m.weights_sha256 for role, m in resolved.items()}
+    return scorer
+
+
+def run_score(ctx: StageContext, canonical: pd.DataFrame, scorer: AnswerScorer) -> pd.DataFrame:
+    scored = score_answers(canonical, scorer, ctx.profile["retrieval"]["k"])
+    path = ctx.artifact(SCORED)
+    if ctx.interactive and path.exists():
+        path.unlink()
+    if path.exists():
+        raise StageError(f"{path} already exists; run folders are write-once")
+    scored.to_parquet(path, index=False)
+    provenance = scorer.provenance
+    ctx.write_json(SCORING_SUMMARY, {
+        "bertscore_hash": provenance.bertscore_hash,
+        "bertscore_model": provenance.bertscore_model,
+        "bertscore_num_layers": provenance.bertscore_num_layers,
+        "sentence_transformer_model": provenance.sentence_transformer_model,
+        "bertscore_max_tokens": provenance.bertscore_max_tokens,
+        "sentence_max_tokens": provenance.sentence_max_tokens,
+        "shared_forward_pass": provenance.shared_forward_pass,
+        "rescale_baseline": provenance.rescale_baseline,
+        "weights_sha256": provenance.extra.get("weights_sha256", {}),
+    })
+    return scored
+
+
+def scored_table(ctx: StageContext) -> pd.DataFrame:
+    if ctx.interactive and not ctx.artifact(SCORED).exists():
+        run_score(ctx, canonical_table(ctx), load_scorer(ctx))
+    return pd.read_parquet(_require(ctx, SCORED, "02_score"))
+
+
+# ---------------------------------------------------------------- 04_report
+
+def run_provenance(profile: Profile, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the runner records before the first stage: params, code and package versions."""
+    return {
+        "git_commit": git_commit(profile.root),
+        "params_hash": profile.content_hash,
+        "params_profile": {"path": str(profile.source_path), "name": profile["name"],
+                           "version": profile["version"], "overrides": overrides or {}},
+        "package_versions": package_versions(),
+    }
+
+
+def dataset_label(profile: Profile) -> dict[str, str]:
+    name = profile["dataset"]["name"]
+    if name is None:
+        source = profile["input_path"]
+        name = source[len("hf://datasets/"):] if source.startswith("hf://datasets/") else Path(source).name
+    return {"name": name, "split": profile["dataset"]["split"]}
+
+
+def assemble_report(ctx: StageContext) -> dict[str, Any]:
+    canonical, scored = canonical_table(ctx), scored_table(ctx)
+    loaded = ctx.read_json(LOAD_SUMMARY)
+    scoring = ctx.read_json(SCORING_SUMMARY)
+    if ctx.interactive or not ctx.artifact(PROVENANCE).exists():
+        if not ctx.interactive:
+            raise StageError(f"{ctx.artifact(PROVENANCE)} is missing: the runner writes it first")
+        provenance = run_provenance(ctx.profile)
+    else:
+        provenance = ctx.read_json(PROVENANCE)
+    provenance = {**provenance, "bertscore_hash": scoring["bertscore_hash"],
+                  "bertscore_num_layers": scoring["bertscore_num_layers"],
+                  "weights_sha256": scoring["weights_sha256"],
+                  "shared_forward_pass": scoring["shared_forward_pass"]}
+    counts = {**loaded["counts"],
+              "unmatched_prediction_ids": loaded["unmatched_prediction_ids"],
+              "examples_without_prediction": loaded["examples_without_prediction"]}
+    return build_report(
+        run_id=ctx.run_id, timestamp=datetime.now(timezone.utc),
+        dataset=dataset_label(ctx.profile),
+        models={"generator": ctx.profile["generator"],
+                "bertscore": scoring["bertscore_model"],
+                "sentence_transformer": scoring["sentence_transformer_model"]},
+        canonical=canonical, scored=scored, load_counts=counts,
+        k=ctx.profile["retrieval"]["k"], provenance=provenance)
+
+
+def save_report(ctx: StageContext, report: dict[str, Any]) -> Path:
+    return write_report(report, ctx.report_path, overwrite=ctx.interactive)
+
+
+def worst_examples(report: dict[str, Any], metric: str = "f1", n: int = 5) -> pd.DataFrame:
+    """The n scored examples with the lowest BERTScore `metric` (or sentence cosine), for display."""
+    rows = []
+    for example in report["examples"]:
+        similarity = example["answer_similarity"]
+        value = similarity["sentence_cosine"] if metric == "sentence_cosine" else similarity["bertscore"][metric]
+        if value is None:
+            continue
+        rows.append({"id": example["id"], metric: value,
+                     "sentence_cosine": similarity["sentence_cosine"],
+                     "flags": ", ".join(example["flags"]),
+                     "question": example["question"],
+                     "generated_answer": example["generated_answer"]})
+    frame = pd.DataFrame(rows)
+    return frame.sort_values(metric).head(n).reset_index(drop=True) if rows else frame
+
+
+def summary_table(report: dict[str, Any]) -> pd.DataFrame:
+    """The answer-similarity summary as a metric-by-statistic table."""
+    return pd.DataFrame(report["answer_similarity_summary"]).T

