@@ -108,7 +108,8 @@ def _read_parquet(path: str, filesystem=None) -> pd.DataFrame:
                 and not pa.types.is_null(column.type):
             raise LoadError(path, f"must hold text, but its Parquet type is {column.type}",
                             column=column.name, rows=list(range(1, table.num_rows + 1)))
-    return table.to_pandas(types_mapper=None)
+    # integer_object_nulls keeps an integer id column with nulls as ints and None, not floats.
+    return table.to_pandas(integer_object_nulls=True)
 
 
 def _read_jsonl(path: str) -> pd.DataFrame:
@@ -126,12 +127,17 @@ def _read_jsonl(path: str) -> pd.DataFrame:
                 raise LoadError(path, "each line must be a JSON object", rows=[line_number])
             record["__row"] = line_number
             records.append(record)
-    frame = pd.DataFrame.from_records(records)
-    return frame
+    # dtype=object keeps each value as written: an int id stays an int beside a missing one.
+    return pd.DataFrame(records, dtype=object)
 
 
 def _read_csv(path: str) -> pd.DataFrame:
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[])
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[]).astype(object)
+    # A CSV cell cannot tell an empty string from a missing value. An empty generated_answer
+    # stays "" (an empty answer, flagged); an empty optional id or label is missing.
+    for column in OPTIONAL_TEXT_COLUMNS:
+        if column in frame.columns:
+            frame[column] = [None if text.strip() == "" else text for text in frame[column]]
     for column in LIST_COLUMNS:
         if column in frame.columns:
             frame[column] = [_parse_csv_list(path, column, i + 1, text)
@@ -217,7 +223,7 @@ def _normalise_ids(frame: pd.DataFrame, path: str, generated: bool) -> pd.Series
     if generated:
         return pd.Series([str(r - 1) for r in frame["__row"]], index=frame.index)
     bad = [row for row, value in zip(frame["__row"], frame["id"])
-           if value is None or isinstance(value, (float, bool)) or not isinstance(value, (str, int, np.integer))
+           if isinstance(value, bool) or not isinstance(value, (str, int, np.integer))
            or str(value).strip() == ""]
     if bad:
         raise LoadError(path, "ids must be non-empty strings or integers", column="id", rows=bad)

@@ -39,9 +39,9 @@ def retrieval_columns(frame: pd.DataFrame, k: int) -> pd.DataFrame:
         retrieved_ids = getattr(row, "retrieved_ids", None)
         gold_id = getattr(row, "gold_id", None)
         retrieved_contexts = getattr(row, "retrieved_contexts", None)
-        if retrieved_ids is not None and not _is_missing(gold_id):
+        if not _is_missing(retrieved_ids) and not _is_missing(gold_id):
             rank = rank_of(gold_id, list(retrieved_ids))
-        elif retrieved_contexts is not None:
+        elif not _is_missing(retrieved_contexts):
             rank = rank_of(normalise_text(row.context),
                            [normalise_text(text) for text in retrieved_contexts])
         else:
@@ -52,4 +52,5 @@ def retrieval_columns(frame: pd.DataFrame, k: int) -> pd.DataFrame:
 
 
 def _is_missing(value) -> bool:
+    """None, NaN or <NA>; a list (even an empty one) is present."""
     return value is None or (isinstance(value, float) and value != value) or value is pd.NA

