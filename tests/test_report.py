@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import re
@@ -16,7 +15,7 @@ import jsonschema
 import pandas as pd
 import pytest
 
-from evalbook.load import CANONICAL_SCHEMA, read_canonical, write_canonical
+from evalbook.load import read_canonical, write_canonical
 from evalbook.report import (
     ReportError,
     build_report,
@@ -50,7 +49,7 @@ def canonical_frame(with_missing: bool = True) -> pd.DataFrame:
         "gold_id": pd.Series(["d1", "d2", "d3", None, None], dtype=object),
         "retrieved_ids": pd.Series([["d1", "x"], ["x", "y", "d2"], ["x"], None, None], dtype=object),
         "retrieved_contexts": pd.Series([None] * 5, dtype=object),
-        "source": pd.Series(["sysA", "sysA", "sysB", "sysB", "sysA"], dtype=object),
+        "source": pd.Series(["sysA", "sysA", "sysB", None, "sysA"], dtype=object),
     })
 
 
@@ -214,6 +213,7 @@ def test_missing_metrics_are_null_and_counted(report: dict, tmp_path: Path):
     assert missing["generated_answer"] is None
     assert missing["flags"] == ["no_prediction"]
     assert missing["retrieval"] is None
+    assert written["examples"][3]["source"] is None
     for metric in METRICS:
         assert written["answer_similarity_summary"][metric]["n_missing"] == 1, metric
 
@@ -281,11 +281,11 @@ def test_report_from_parquet_round_tripped_canonical_table(tmp_path: Path):
     source must still become null in the report, never NaN."""
     path = tmp_path / "canonical.parquet"
     write_canonical(canonical_frame(), path)
-    canonical = read_canonical(path)
-    canonical_source_missing = canonical.copy()
-    report = make_report(canonical=canonical_source_missing)
+    report = make_report(canonical=read_canonical(path))
     assert report["examples"][4]["generated_answer"] is None
+    assert report["examples"][3]["source"] is None
     validate_report(report)
+    assert "NaN" not in json.dumps(report)
 
 
 # ---------------------------------------------------------------- validation

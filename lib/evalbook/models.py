@@ -11,7 +11,6 @@ A reference is one of:
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.util
 import os
 import socket
@@ -43,7 +42,10 @@ def sha256_of(path: Path) -> str:
 
 
 def _package_folder(module_name: str) -> Path:
-    spec = importlib.util.find_spec(module_name)
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except ModuleNotFoundError:
+        spec = None
     if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailableError(
             f"model package {module_name!r} is not installed; install it with pip "

@@ -19,6 +19,10 @@ import jsonschema
 import yaml
 
 PATH_KEYS = ("input_path", "predictions_path", "outputs_root")
+# Keys whose values are text: `-p env=2026` or `-p generator=3.5` must stay strings.
+TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator",
+                       "dataset.name", "dataset.split"))
+TEXT_KEY_SUFFIXES = (".name", ".source", ".sha256", ".baseline_path")
 
 
 class ParamsError(ValueError):
@@ -87,7 +91,8 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
         raise ParamsError(f"override {text!r}: the value is not valid YAML ({exc})") from exc
-    if isinstance(value, (int, float)) and key in ("run_id", "env"):
+    is_text_key = key in TEXT_KEYS or key.endswith(TEXT_KEY_SUFFIXES)
+    if is_text_key and value is not None and not isinstance(value, str):
         value = raw.strip()
     return key, value
 

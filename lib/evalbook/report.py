@@ -77,6 +77,11 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(number) else number
 
 
+def _text(value: Any) -> str | None:
+    """A text cell as JSON: missing (None, NaN, <NA>) becomes null."""
+    return None if value is None or pd.isna(value) else str(value)
+
+
 def _flags(canonical_row: pd.Series, scored_row: pd.Series) -> list[str]:
     flags = [] if canonical_row["has_prediction"] else ["no_prediction"]
     for column in FLAG_COLUMNS:
@@ -101,8 +106,8 @@ def example_records(canonical: pd.DataFrame, scored: pd.DataFrame) -> list[dict[
             "id": example["id"],
             "question": example["question"],
             "reference_answer": example["reference_answer"],
-            "generated_answer": example["generated_answer"],
-            "source": example["source"],
+            "generated_answer": _text(example["generated_answer"]),
+            "source": _text(example["source"]),
             "retrieval": retrieval,
             "answer_similarity": {
                 "bertscore": {"precision": _number(score["bertscore_precision"]),
@@ -153,11 +158,25 @@ def write_new(path: Path, data: bytes) -> None:
         os.unlink(temporary)
 
 
+def replace_file(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically, replacing any earlier file only once the new one is complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
 def write_report(report: dict[str, Any], path: Path, overwrite: bool = False) -> Path:
     """Validate, then write the report; an invalid report is not written at all."""
     validate_report(report)
     data = (json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-    if overwrite and path.exists():
-        path.unlink()
-    write_new(path, data)
+    if overwrite:
+        replace_file(path, data)
+    else:
+        write_new(path, data)
     return path

@@ -1,0 +1,151 @@
+"""End-to-end: the notebooks run through Papermill into a temporary outputs folder."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import papermill
+import pytest
+import yaml
+
+from evalbook.report import validate_report
+from evalbook.runner import RunFailed, run_pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = str(ROOT / "params" / "default.yaml")
+SHARED = ROOT.parent / "shared" / "data" / "rag-dataset-12000" / "train-first100.parquet"
+STAGES = ("01_load", "02_score", "04_report")
+RUN_ID = "0f4a3c2e-8d1b-4e6f-9a7c-5b2d1e0f3a4b"
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    outputs = tmp_path_factory.mktemp("outputs")
+    os.environ.pop("HF_HUB_OFFLINE", None)
+    result = run_pipeline(DEFAULT, ["limit=5", "seed=3", f"outputs_root={outputs}", f"run_id={RUN_ID}"])
+    return result, outputs
+
+
+def test_run_writes_a_valid_report_beside_its_run_folder(tiny_run):
+    result, outputs = tiny_run
+    day = result.run_dir.parent
+    assert day.parent.parent.parent == outputs / "local" / "eval-runs"
+    assert result.report_path == day / f"{RUN_ID}.json"
+    report = json.loads(result.report_path.read_text())
+    validate_report(report)
+    assert report["run_id"] == RUN_ID
+    assert report["dataset"] == {"name": "evalbook-sample", "split": "sample", "n_examples": 5}
+    assert report["counts"]["n_left_out_by_limit"] == 27
+    assert len(report["examples"]) == 5
+    assert report["provenance"]["params_profile"]["overrides"]["limit"] == 5
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_run_folder_holds_tables_notebooks_and_html(tiny_run):
+    result, _ = tiny_run
+    names = {p.name for p in result.run_dir.iterdir()}
+    for stage in STAGES:
+        assert {f"{stage}.ipynb", f"{stage}.html"} <= names
+        assert "<html" in (result.run_dir / f"{stage}.html").read_text()[:2000].lower()
+    assert {"canonical.parquet", "scored.parquet", "run.json", "params.yaml", "provenance.json"} <= names
+    assert "RUNNING" not in names and "FAILED" not in names
+    run = json.loads((result.run_dir / "run.json").read_text())
+    assert run["status"] == "succeeded"
+    assert [s["stage"] for s in run["stages"]] == ["01_load", "02_score", "03_judge", "04_report"]
+    assert run["stages"][2]["status"] == "skipped"
+    scored = pd.read_parquet(result.run_dir / "scored.parquet")
+    assert len(scored) == 5 and scored["bertscore_f1"].notna().all()
+
+
+def test_executed_notebooks_carry_the_injected_parameters(tiny_run):
+    result, _ = tiny_run
+    notebook = json.loads((result.run_dir / "02_score.ipynb").read_text())
+    injected = [c for c in notebook["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
+    assert len(injected) == 1
+    assert RUN_ID in "".join(injected[0]["source"])
+
+
+def test_cli_prints_the_report_path_last(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "-m", "evalbook", "run", "--params", DEFAULT, "-p", "limit=3",
+         "-p", f"outputs_root={tmp_path}"],
+        capture_output=True, text=True, cwd=ROOT, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    last = completed.stdout.strip().splitlines()[-1]
+    assert Path(last).is_absolute() and last.endswith(".json") and Path(last).is_file()
+    assert "02_score HTML:" in completed.stdout
+
+
+def test_cli_rejects_a_bad_override_before_running(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "-m", "evalbook", "run", "--params", DEFAULT, "-p", "limit=many",
+         "-p", f"outputs_root={tmp_path}"],
+        capture_output=True, text=True, cwd=ROOT, check=False)
+    assert completed.returncode == 2
+    assert "limit" in completed.stderr and "default.yaml" in completed.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_failed_stage_names_its_notebook_and_leaves_earlier_runs_alone(tiny_run, tmp_path):
+    result, outputs = tiny_run
+    before = {p: p.stat().st_mtime_ns for p in result.run_dir.parent.rglob("*")}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "question": "Q?", "context": "C.", "answer": 42, "generated_answer": "A."}\n')
+    with pytest.raises(RunFailed) as failure:
+        run_pipeline(DEFAULT, [f"input_path={bad}", "predictions_path=null", f"outputs_root={outputs}"])
+    message = str(failure.value)
+    assert "stage 01_load failed" in message and "01_load.ipynb" in message
+    assert "run_load(ctx)" in message  # the failing cell is quoted
+    assert "LoadError" in message and "'answer'" in message and "row 1" in message
+    failed_dirs = [p for p in result.run_dir.parent.iterdir() if p.is_dir() and p != result.run_dir]
+    assert len(failed_dirs) == 1
+    failed = failed_dirs[0]
+    assert (failed / "FAILED").is_file() and (failed / "01_load.html").is_file()
+    assert json.loads((failed / "run.json").read_text())["status"] == "failed"
+    assert not (failed.parent / f"{failed.name}.json").exists()
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+
+
+def test_a_run_id_cannot_be_reused(tiny_run):
+    result, outputs = tiny_run
+    with pytest.raises(RunFailed, match="write-once"):
+        run_pipeline(DEFAULT, [f"outputs_root={outputs}", f"run_id={RUN_ID}"])
+    assert json.loads(result.report_path.read_text())["run_id"] == RUN_ID
+
+
+def test_report_notebook_runs_alone_with_its_defaults(tmp_path):
+    # Opened in JupyterLab with only its defaults, 04_report computes what it needs in the
+    # interactive scratch folder. The profile is a copy whose outputs go to tmp_path.
+    profile = yaml.safe_load(Path(DEFAULT).read_text())
+    profile.update(outputs_root=str(tmp_path / "outputs"), limit=3,
+                   input_path=str(ROOT / profile["input_path"]),
+                   predictions_path=str(ROOT / profile["predictions_path"]))
+    params = tmp_path / "profile.yaml"
+    params.write_text(yaml.safe_dump(profile))
+    papermill.execute_notebook(str(ROOT / "notebooks" / "04_report.ipynb"), str(tmp_path / "out.ipynb"),
+                               parameters={"params_path": str(params)}, cwd=str(ROOT / "notebooks"),
+                               kernel_name="python3", progress_bar=False)
+    report = json.loads((tmp_path / "outputs" / "local" / "interactive" / "report.json").read_text())
+    validate_report(report)
+    assert report["dataset"]["n_examples"] == 3
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason=f"../shared is absent: no {SHARED}")
+def test_shared_rows_scored_against_themselves_score_one(tmp_path):
+    rows = pd.read_parquet(SHARED)
+    rows["generated_answer"] = rows["answer"]
+    data = tmp_path / "self.parquet"
+    rows.to_parquet(data, index=False)
+    result = run_pipeline(DEFAULT, [f"input_path={data}", "predictions_path=null",
+                                    f"outputs_root={tmp_path / 'outputs'}", "dataset.name=null",
+                                    "dataset.split=train"])
+    report = json.loads(result.report_path.read_text())
+    summary = report["answer_similarity_summary"]
+    assert report["dataset"] == {"name": "self.parquet", "split": "train", "n_examples": 100}
+    for metric in ("bertscore_f1", "bertscore_precision", "bertscore_recall", "sentence_cosine"):
+        assert summary[metric]["n"] == 100 and summary[metric]["n_missing"] == 0
+        assert summary[metric]["p10"] > 0.9999, metric
+        assert summary[metric]["mean"] == pytest.approx(1.0, abs=1e-5)
