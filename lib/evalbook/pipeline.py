@@ -61,6 +61,13 @@ class StageContext:
         return json.loads(self.artifact(name).read_text("utf-8"))
 
     @property
+    def params_hash(self) -> str:
+        """The run's params hash (from the runner's provenance), else the loaded profile's."""
+        if not self.interactive and self.artifact(PROVENANCE).exists():
+            return self.read_json(PROVENANCE)["params_hash"]
+        return self.profile.content_hash
+
+    @property
     def report_path(self) -> Path:
         if self.interactive:
             return self.run_dir / "report.json"
