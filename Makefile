@@ -18,9 +18,14 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-# Configure git in this clone so that notebook diffs read cell by cell (nbdime).
+# Configure git in this clone so that notebook diffs read cell by cell (nbdime). The drivers
+# are set by absolute path so that `git diff` works without activating .venv.
 setup: $(STAMP)
-	@if git rev-parse --git-dir >/dev/null 2>&1; then $(VENV)/bin/nbdime config-git --enable >/dev/null; fi
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+	  $(VENV)/bin/nbdime config-git --enable >/dev/null && \
+	  git config diff.jupyternotebook.command "$(CURDIR)/$(VENV)/bin/git-nbdiffdriver diff" && \
+	  git config merge.jupyternotebook.driver "$(CURDIR)/$(VENV)/bin/git-nbmergedriver merge %O %A %B %L %P"; \
+	fi
 
 run: setup
 	HF_HUB_OFFLINE=1 $(PY) -m evalbook run --params $(PARAMS)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evalbook.load import LoadError
 from evalbook.models import ModelUnavailableError
 from evalbook.params import ParamsError
 from evalbook.runner import RunFailed, run_pipeline
@@ -26,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         result = run_pipeline(args.params, args.overrides)
-    except (ParamsError, ModelUnavailableError, LoadError) as error:
+    except (ParamsError, ModelUnavailableError) as error:
         print(f"evalbook: {error}", file=sys.stderr)
         return 2
     except RunFailed as error:
