@@ -23,7 +23,8 @@ from evalbook import load as load_module
 from evalbook.models import resolve_profile_models
 from evalbook.params import Profile, load_profile
 from evalbook.report import build_report, git_commit, package_versions, write_new, write_report
-from evalbook.scoring import AnswerScorer, score_answers
+from evalbook.scoring import METRIC_COLUMNS, AnswerScorer, score_answers
+from evalbook.stats import summarize
 
 CANONICAL = "canonical.parquet"
 LOAD_SUMMARY = "load.json"
@@ -232,6 +233,18 @@ def worst_examples(report: dict[str, Any], metric: str = "f1", n: int = 5) -> pd
     return frame.sort_values(metric).head(n).reset_index(drop=True) if rows else frame
 
 
+def summary_frame(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """Per-metric summaries as a metric-by-statistic table, with integer counts."""
+    table = pd.DataFrame(summaries).T
+    return table.astype({"mean": "Float64", "p10": "Float64", "p50": "Float64", "p90": "Float64",
+                         "n": "int64", "n_missing": "int64"})
+
+
+def score_summary(scored: pd.DataFrame) -> pd.DataFrame:
+    """The summary the report will carry, computed from a scored table."""
+    return summary_frame({column: summarize(scored[column].tolist()) for column in METRIC_COLUMNS})
+
+
 def summary_table(report: dict[str, Any]) -> pd.DataFrame:
-    """The answer-similarity summary as a metric-by-statistic table."""
-    return pd.DataFrame(report["answer_similarity_summary"]).T
+    """The report's answer-similarity summary as a metric-by-statistic table."""
+    return summary_frame(report["answer_similarity_summary"])
