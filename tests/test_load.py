@@ -246,6 +246,32 @@ def test_null_in_required_text_column_parquet(tmp_path):
         load_evaluation_set(str(path))
     assert_names(info.value, path, "question", [2, 4])
     assert "found missing values" in str(info.value)
+    assert "skip_incomplete_examples" in str(info.value)
+
+
+def test_incomplete_examples_are_skipped_counted_and_listed_when_asked(tmp_path):
+    path = write_parquet(tmp_path / "examples.parquet", {
+        "question": ["q1", None, "q3", "q4"],
+        "context": ["c1", "c2", "c3", None],
+        "answer": ["a1", "a2", "a3", "a4"],
+        "generated_answer": ["g1", "g2", "g3", "g4"],
+    })
+    result = load_evaluation_set(str(path), skip_incomplete=True)
+    # ids are the original 0-based row numbers, so the kept rows keep theirs
+    assert result.table["id"].tolist() == ["0", "2"]
+    assert result.table["row"].tolist() == [1, 3]
+    assert result.skipped_incomplete_rows == [2, 4]
+    assert result.counts["n_skipped_incomplete_examples"] == 2
+    assert result.counts["n_input_rows"] == 4 and result.counts["n_examples"] == 2
+
+
+def test_skipping_incomplete_examples_still_rejects_non_text(tmp_path):
+    rows = [example(1, generated_answer="g"), example(2, answer=None, generated_answer="g"),
+            example(3, question=17, generated_answer="g")]
+    path = write_jsonl(tmp_path / "examples.jsonl", rows)
+    with pytest.raises(LoadError) as info:
+        load_evaluation_set(str(path), skip_incomplete=True)
+    assert_names(info.value, path, "question", [3])
 
 
 def test_many_bad_rows_are_shortened(tmp_path):
@@ -564,8 +590,8 @@ def test_counts_without_predictions_file(tmp_path):
                        [example(i, generated_answer="g") for i in range(5)])
     counts = load_evaluation_set(str(path)).counts
     assert counts == {
-        "n_input_rows": 5, "n_predictions": None, "n_unmatched_predictions": 0,
-        "n_left_out_by_limit": 0, "n_examples": 5, "n_examples_without_prediction": 0,
+        "n_input_rows": 5, "n_skipped_incomplete_examples": 0, "n_predictions": None,
+        "n_unmatched_predictions": 0, "n_left_out_by_limit": 0, "n_examples": 5, "n_examples_without_prediction": 0,
         "n_empty_generated_answers": 0, "n_empty_reference_answers": 0, "n_with_retrieval": 0,
     }
 
@@ -656,7 +682,7 @@ def _hf_columns(prefix: str, n: int) -> dict:
 def hf_fs(tmp_path):
     data = tmp_path / HF_ROOT / "data"
     data.mkdir(parents=True)
-    write_parquet(data / "test-00000-of-00001.parquet", _hf_columns("test", 3))
+    write_parquet(data / "test-00000-of-00001-af2a9f454ad1b8a3.parquet", _hf_columns("test", 3))
     write_parquet(data / "train-00000-of-00001.parquet", _hf_columns("train", 4))
     return DirFileSystem(path=str(tmp_path), fs=fsspec.filesystem("file"))
 
@@ -678,14 +704,14 @@ def test_hf_dataset_root_other_split(hf_fs):
 
 
 def test_hf_explicit_file(hf_fs):
-    url = f"{HF_URL}/data/test-00000-of-00001.parquet"
+    url = f"{HF_URL}/data/test-00000-of-00001-af2a9f454ad1b8a3.parquet"
     table = load_evaluation_set(url, hf_filesystem=hf_fs).table
     assert table["reference_answer"].tolist() == [
         "test answer 0", "test answer 1", "test answer 2"]
 
 
 def test_hf_glob_concatenates_files_in_sorted_order(hf_fs):
-    table = load_evaluation_set(f"{HF_URL}/data/*-00000-of-00001.parquet", hf_filesystem=hf_fs).table
+    table = load_evaluation_set(f"{HF_URL}/data/*-00000-of-00001*.parquet", hf_filesystem=hf_fs).table
     assert table["question"].tolist() == (
         [f"test question {i}?" for i in range(3)] + [f"train question {i}?" for i in range(4)])
     assert table["row"].tolist() == list(range(1, 8))

@@ -73,7 +73,8 @@ def scored_frame() -> pd.DataFrame:
 
 def load_counts() -> dict:
     return {
-        "n_input_rows": 5, "n_predictions": 4, "n_unmatched_predictions": 0,
+        "n_input_rows": 5, "n_skipped_incomplete_examples": 0, "skipped_incomplete_rows": [],
+        "n_predictions": 4, "n_unmatched_predictions": 0,
         "unmatched_prediction_ids": [], "n_left_out_by_limit": 0, "n_examples": 5,
         "n_examples_without_prediction": 1, "examples_without_prediction": ["e5"],
         "n_empty_generated_answers": 0, "n_empty_reference_answers": 0, "n_with_retrieval": 3,

@@ -66,6 +66,7 @@ class LoadResult:
     counts: dict[str, int]
     unmatched_prediction_ids: list[str] = field(default_factory=list)
     examples_without_prediction: list[str] = field(default_factory=list)
+    skipped_incomplete_rows: list[int] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -193,7 +194,8 @@ def _require_columns(frame: pd.DataFrame, path: str, columns) -> None:
                             column=column)
 
 
-def _check_text(frame: pd.DataFrame, path: str, column: str, allow_null: bool) -> None:
+def _check_text(frame: pd.DataFrame, path: str, column: str, allow_null: bool,
+                null_hint: str = "") -> None:
     rows = frame["__row"].tolist()
     bad, null = [], []
     for row, value in zip(rows, frame[column].tolist()):
@@ -204,7 +206,7 @@ def _check_text(frame: pd.DataFrame, path: str, column: str, allow_null: bool) -
     if bad:
         raise LoadError(path, "must hold text; found non-text values", column=column, rows=bad)
     if null and not allow_null:
-        raise LoadError(path, "must hold text; found missing values", column=column, rows=null)
+        raise LoadError(path, f"must hold text; found missing values{null_hint}", column=column, rows=null)
 
 
 def _check_list(frame: pd.DataFrame, path: str, column: str) -> None:
@@ -257,13 +259,23 @@ def _sample_positions(n_rows: int, limit: int | None, seed: int) -> np.ndarray:
 
 def load_evaluation_set(input_path: str, predictions_path: str | None = None,
                         limit: int | None = None, seed: int = 0, split: str = "test",
-                        hf_filesystem=None) -> LoadResult:
-    """Read, validate and join the inputs into the canonical table (see CANONICAL_SCHEMA)."""
+                        hf_filesystem=None, skip_incomplete: bool = False) -> LoadResult:
+    """Read, validate and join the inputs into the canonical table (see CANONICAL_SCHEMA).
+
+    A missing question, context or answer is an error, unless `skip_incomplete` is set: then
+    those examples are left out and counted, and their rows listed (the hub's
+    rag-dataset-12000 has such rows).
+    """
     examples = read_records(input_path, split, hf_filesystem)
     _require_columns(examples, input_path, EXAMPLE_TEXT_COLUMNS)
     for column in EXAMPLE_TEXT_COLUMNS:
-        _check_text(examples, input_path, column, allow_null=False)
+        _check_text(examples, input_path, column, allow_null=skip_incomplete,
+                    null_hint=" (set skip_incomplete_examples: true in the profile to skip and count them)")
     examples["id"] = _normalise_ids(examples, input_path, generated="id" not in examples.columns)
+    incomplete = examples[list(EXAMPLE_TEXT_COLUMNS)].isna().any(axis=1)
+    skipped_rows = [int(r) for r in examples.loc[incomplete, "__row"]]
+    n_input_rows = len(examples)
+    examples = examples[~incomplete].reset_index(drop=True)
     _validate_optional(examples, input_path)
     n_predictions = None
     unmatched: list[str] = []
@@ -296,7 +308,8 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
     table = _canonical(kept)
     without = table.loc[~table["has_prediction"], "id"].tolist()
     counts = {
-        "n_input_rows": int(len(examples)),
+        "n_input_rows": int(n_input_rows),
+        "n_skipped_incomplete_examples": len(skipped_rows),
         "n_predictions": n_predictions,
         "n_unmatched_predictions": len(unmatched),
         "n_left_out_by_limit": int(len(joined) - len(kept)),
@@ -307,7 +320,7 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
         "n_with_retrieval": int((table["retrieved_ids"].notna() | table["retrieved_contexts"].notna()).sum()),
     }
     return LoadResult(table=table, counts=counts, unmatched_prediction_ids=unmatched,
-                      examples_without_prediction=without,
+                      examples_without_prediction=without, skipped_incomplete_rows=skipped_rows,
                       sources={"input_path": input_path, "predictions_path": predictions_path})
 
 

@@ -103,7 +103,8 @@ def run_load(ctx: StageContext) -> load_module.LoadResult:
     profile = ctx.profile
     result = load_module.load_evaluation_set(
         profile.path("input_path"), profile.path("predictions_path"),
-        limit=profile["limit"], seed=profile["seed"], split=profile["dataset"]["split"])
+        limit=profile["limit"], seed=profile["seed"], split=profile["dataset"]["split"],
+        skip_incomplete=profile["skip_incomplete_examples"])
     path = ctx.artifact(CANONICAL)
     if ctx.interactive and path.exists():
         path.unlink()
@@ -114,6 +115,7 @@ def run_load(ctx: StageContext) -> load_module.LoadResult:
         "counts": result.counts,
         "unmatched_prediction_ids": result.unmatched_prediction_ids,
         "examples_without_prediction": result.examples_without_prediction,
+        "skipped_incomplete_rows": result.skipped_incomplete_rows,
         "sources": result.sources,
     })
     return result
@@ -201,7 +203,8 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
                   "shared_forward_pass": scoring["shared_forward_pass"]}
     counts = {**loaded["counts"],
               "unmatched_prediction_ids": loaded["unmatched_prediction_ids"],
-              "examples_without_prediction": loaded["examples_without_prediction"]}
+              "examples_without_prediction": loaded["examples_without_prediction"],
+              "skipped_incomplete_rows": loaded["skipped_incomplete_rows"]}
     return build_report(
         run_id=ctx.run_id, timestamp=datetime.now(timezone.utc),
         dataset=dataset_label(ctx.profile),
