@@ -149,3 +149,16 @@ def test_shared_rows_scored_against_themselves_score_one(tmp_path):
         assert summary[metric]["n"] == 100 and summary[metric]["n_missing"] == 0
         assert summary[metric]["p10"] > 0.9999, metric
         assert summary[metric]["mean"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_hub_profile_without_the_hub_stops_at_once_with_a_clear_message(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"),
+           "HF_HUB_CACHE": str(tmp_path / "hf" / "hub")}
+    completed = subprocess.run(
+        [sys.executable, "-m", "evalbook", "run", "--params", str(ROOT / "params" / "adr014.yaml"),
+         "-p", f"outputs_root={tmp_path / 'outputs'}"],
+        capture_output=True, text=True, cwd=ROOT, env=env, check=False, timeout=120)
+    assert completed.returncode == 2
+    assert "Hugging Face hub" in completed.stderr and "not reachable" in completed.stderr
+    assert "Traceback" not in completed.stderr and "Retrying" not in completed.stderr
+    assert not (tmp_path / "outputs").exists()

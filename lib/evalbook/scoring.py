@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from evalbook.models import ResolvedModel
 from evalbook.retrieval import retrieval_columns
-from evalbook.similarity import greedy_match, rescale
+from evalbook.similarity import greedy_match, mean_pool, pairwise_cosine, rescale
 
 METRIC_COLUMNS = ("bertscore_precision", "bertscore_recall", "bertscore_f1", "sentence_cosine")
 
@@ -229,10 +229,7 @@ class AnswerScorer:
                     list(sentence_ids.values()), [sentence_layer], self.batch_size, bar)
 
         special = self.bert_encoder.special_ids
-        pooled: dict[str, np.ndarray] = {}
-        for text in texts:
-            mean = sentence_states[sentence_ids[text]][sentence_layer].astype(np.float64).mean(axis=0)
-            pooled[text] = mean / np.linalg.norm(mean)
+        pooled = {text: mean_pool(sentence_states[sentence_ids[text]][sentence_layer]) for text in texts}
 
         rows = []
         for candidate, reference in zip(candidates, references):
@@ -251,7 +248,8 @@ class AnswerScorer:
                 if self.baseline is not None:
                     precision, recall, f1 = (rescale(v, b) for v, b in zip(score, self.baseline))
                 row.update(bertscore_precision=precision, bertscore_recall=recall, bertscore_f1=f1,
-                           sentence_cosine=float(pooled[candidate] @ pooled[reference]))
+                           sentence_cosine=float(pairwise_cosine(pooled[candidate][None, :],
+                                                                 pooled[reference][None, :])[0]))
             rows.append(row)
         return pd.DataFrame(rows, columns=[*METRIC_COLUMNS, "generated_empty", "reference_empty",
                                            "truncated_bertscore", "truncated_sentence"])

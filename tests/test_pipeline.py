@@ -1,0 +1,115 @@
+"""Stage context, write-once artifacts and the display helpers of pipeline.py (no models)."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from evalbook.params import load_profile
+from evalbook.pipeline import (StageContext, StageError, canonical_table, dataset_label, open_stage,
+                               scored_table, summary_frame, worst_examples)
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_ID = "3b7e2f10-5c4d-4a8b-9e6f-0d1c2b3a4f5e"
+
+
+@pytest.fixture
+def profile_path(tmp_path):
+    values = yaml.safe_load((ROOT / "params" / "default.yaml").read_text())
+    values["outputs_root"] = str(tmp_path / "outputs")
+    for key in ("input_path", "predictions_path"):
+        values[key] = str(ROOT / values[key])
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def test_interactive_stage_uses_the_scratch_folder(profile_path, tmp_path):
+    ctx = open_stage(str(profile_path))
+    assert ctx.interactive
+    assert ctx.run_dir == tmp_path / "outputs" / "local" / "interactive"
+    assert ctx.report_path == ctx.run_dir / "report.json"
+
+
+def test_run_stage_needs_an_existing_folder_and_a_run_id(profile_path, tmp_path):
+    with pytest.raises(StageError, match="does not exist; the runner creates it"):
+        open_stage(str(profile_path), run_dir=str(tmp_path / "missing"), run_id=RUN_ID)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with pytest.raises(StageError, match="run_id is required"):
+        open_stage(str(profile_path), run_dir=str(run_dir))
+    ctx = open_stage(str(profile_path), run_dir=str(run_dir), run_id=RUN_ID)
+    assert not ctx.interactive
+    assert ctx.report_path == tmp_path / f"{RUN_ID}.json"
+
+
+def test_run_artifacts_are_write_once_but_scratch_ones_are_not(profile_path, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    ctx = open_stage(str(profile_path), run_dir=str(run_dir), run_id=RUN_ID)
+    ctx.write_json("note.json", {"first": 1})
+    with pytest.raises(FileExistsError):
+        ctx.write_json("note.json", {"second": 2})
+    assert ctx.read_json("note.json") == {"first": 1}
+    scratch = open_stage(str(profile_path))
+    scratch.write_json("note.json", {"first": 1})
+    scratch.write_json("note.json", {"second": 2})
+    assert scratch.read_json("note.json") == {"second": 2}
+
+
+def test_run_stage_refuses_to_recompute_a_missing_upstream(profile_path, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    ctx = open_stage(str(profile_path), run_dir=str(run_dir), run_id=RUN_ID)
+    with pytest.raises(StageError, match="stage 01_load must run first"):
+        canonical_table(ctx)
+    with pytest.raises(StageError, match="stage 02_score must run first"):
+        scored_table(ctx)
+    assert not any(run_dir.iterdir())
+
+
+def test_interactive_stage_computes_a_missing_upstream(profile_path):
+    ctx = open_stage(str(profile_path))
+    table = canonical_table(ctx)
+    assert len(table) >= 30 and (ctx.run_dir / "canonical.parquet").exists()
+
+
+@pytest.mark.parametrize(("name", "input_path", "expected"), [
+    (None, "hf://datasets/neural-bridge/rag-dataset-12000", "neural-bridge/rag-dataset-12000"),
+    (None, "data/mine/eval.parquet", "eval.parquet"),
+    ("my-set", "data/mine/eval.parquet", "my-set"),
+])
+def test_dataset_label(profile_path, name, input_path, expected):
+    profile = load_profile(profile_path, {"dataset.name": name, "input_path": input_path})
+    assert dataset_label(profile) == {"name": expected, "split": "sample"}
+
+
+def test_summary_frame_keeps_counts_integer_and_missing_as_na():
+    frame = summary_frame({
+        "bertscore_f1": {"mean": 0.5, "p10": 0.26, "p50": 0.5, "p90": 0.74, "n": 4, "n_missing": 1},
+        "sentence_cosine": {"mean": None, "p10": None, "p50": None, "p90": None, "n": 0, "n_missing": 5},
+    })
+    assert frame["n"].tolist() == [4, 0] and str(frame["n"].dtype) == "int64"
+    assert frame.loc["bertscore_f1", "p90"] == 0.74
+    assert pd.isna(frame.loc["sentence_cosine", "mean"])
+
+
+def test_worst_examples_sorts_ascending_and_skips_unscored():
+    def example(example_id, f1, cosine, flags=()):
+        return {"id": example_id, "question": "Q?", "generated_answer": "A.", "flags": list(flags),
+                "answer_similarity": {"bertscore": {"precision": f1, "recall": f1, "f1": f1},
+                                      "sentence_cosine": cosine}}
+
+    report = {"examples": [example("a", 0.9, 0.2), example("b", None, None, ["no_prediction"]),
+                           example("c", 0.1, 0.8, ["generated_empty"]), example("d", 0.5, 0.5)]}
+    assert worst_examples(report, "f1", n=2)["id"].tolist() == ["c", "d"]
+    assert worst_examples(report, "sentence_cosine", n=3)["id"].tolist() == ["a", "d", "c"]
+    assert worst_examples(report, "f1")["flags"].tolist() == ["generated_empty", "", ""]
+
+
+def test_stage_context_is_immutable(profile_path):
+    ctx = open_stage(str(profile_path))
+    with pytest.raises(AttributeError):
+        ctx.run_id = "other"  # type: ignore[misc]
+    assert isinstance(ctx, StageContext)
