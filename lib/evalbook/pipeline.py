@@ -133,30 +133,20 @@ def load_scorer(ctx: StageContext) -> AnswerScorer:
     """Resolve and verify the models (before any scoring), then load them once."""
     resolved = resolve_profile_models(ctx.profile)
     scorer = AnswerScorer.from_profile(ctx.profile, resolved)
-    scorer.provenance.extra["weights_sha256"] = {role: m.weights_sha256 for role, m in resolved.items()}
+    scorer.provenance.weights_sha256 = {role: m.weights_sha256 for role, m in resolved.items()}
     return scorer
 
 
 def run_score(ctx: StageContext, canonical: pd.DataFrame, scorer: AnswerScorer) -> pd.DataFrame:
-    scored = score_answers(canonical, scorer, ctx.profile["retrieval"]["k"])
+    scored = score_answers(canonical, scorer, ctx.profile["retrieval"]["k"],
+                           text_progress=not ctx.interactive)
     path = ctx.artifact(SCORED)
     if ctx.interactive and path.exists():
         path.unlink()
     if path.exists():
         raise StageError(f"{path} already exists; run folders are write-once")
     scored.to_parquet(path, index=False)
-    provenance = scorer.provenance
-    ctx.write_json(SCORING_SUMMARY, {
-        "bertscore_hash": provenance.bertscore_hash,
-        "bertscore_model": provenance.bertscore_model,
-        "bertscore_num_layers": provenance.bertscore_num_layers,
-        "sentence_transformer_model": provenance.sentence_transformer_model,
-        "bertscore_max_tokens": provenance.bertscore_max_tokens,
-        "sentence_max_tokens": provenance.sentence_max_tokens,
-        "shared_forward_pass": provenance.shared_forward_pass,
-        "rescale_baseline": provenance.rescale_baseline,
-        "weights_sha256": provenance.extra.get("weights_sha256", {}),
-    })
+    ctx.write_json(SCORING_SUMMARY, scorer.provenance.as_dict())
     return scored
 
 

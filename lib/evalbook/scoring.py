@@ -14,13 +14,14 @@ limit gets a pass of its own for each.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
+from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
 from evalbook.models import ResolvedModel
@@ -74,10 +75,18 @@ class TokenEncoder:
 
     def __init__(self, folder: Path, keep_layers: int | None = None):
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as transformers_logging
 
         self.folder = folder
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        model = AutoModel.from_pretrained(str(folder))
+        # Loading takes a fraction of a second; its progress bar would only clutter the notebook.
+        bars_were_on = transformers_logging.is_progress_bar_enabled()
+        transformers_logging.disable_progress_bar()
+        try:
+            model = AutoModel.from_pretrained(str(folder))
+        finally:
+            if bars_were_on:
+                transformers_logging.enable_progress_bar()
         model.eval()
         total = model.config.num_hidden_layers
         keep_layers = total if keep_layers is None else keep_layers
@@ -132,8 +141,11 @@ class ScoreProvenance:
     bertscore_max_tokens: int
     sentence_max_tokens: int
     shared_forward_pass: bool
+    weights_sha256: dict[str, str] = field(default_factory=dict)
     rescale_baseline: tuple[float, float, float] | None = None
-    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
 
 
 class AnswerScorer:
@@ -198,12 +210,15 @@ class AnswerScorer:
         return dict(zip(texts, ids)), truncated
 
     def score_pairs(self, candidates: Sequence[str], references: Sequence[str],
-                    show_progress: bool = True) -> pd.DataFrame:
+                    show_progress: bool = True, text_progress: bool = False) -> pd.DataFrame:
         """Score aligned lists of non-missing strings; one row per pair, in input order.
 
         Texts are stripped as both libraries do. An empty candidate or reference scores 0 on
         every metric and is flagged (bert-score 0.3.13 crashes on it under transformers 5).
+        `text_progress` draws a plain-text bar, whose final state an executed notebook keeps
+        (a widget bar would be saved at 0%).
         """
+        bar_class = text_tqdm if text_progress else tqdm
         if len(candidates) != len(references):
             raise ValueError(f"{len(candidates)} candidates but {len(references)} references")
         candidates = [c.strip() for c in candidates]
@@ -217,12 +232,12 @@ class AnswerScorer:
             layers = sorted({bert_layer, sentence_layer})
             sequences = list(bert_ids.values()) + list(sentence_ids.values())
             total = len(set(sequences))
-            with tqdm(total=total, desc="encoding texts", disable=not show_progress) as bar:
+            with bar_class(total=total, desc="encoding texts", disable=not show_progress) as bar:
                 states = self.bert_encoder.hidden_states(sequences, layers, self.batch_size, bar)
             bert_states = sentence_states = states
         else:
             total = len(set(bert_ids.values())) + len(set(sentence_ids.values()))
-            with tqdm(total=total, desc="encoding texts", disable=not show_progress) as bar:
+            with bar_class(total=total, desc="encoding texts", disable=not show_progress) as bar:
                 bert_states = self.bert_encoder.hidden_states(
                     list(bert_ids.values()), [bert_layer], self.batch_size, bar)
                 sentence_states = self.sentence_encoder.hidden_states(
@@ -256,7 +271,7 @@ class AnswerScorer:
 
 
 def score_answers(frame: pd.DataFrame, scorer: AnswerScorer, k: int,
-                  show_progress: bool = True) -> pd.DataFrame:
+                  show_progress: bool = True, text_progress: bool = False) -> pd.DataFrame:
     """The scoring stage as one batch function: canonical table in, scored table out.
 
     Rows without a generated answer (no prediction) get missing metrics, never 0. Retrieval
@@ -265,7 +280,7 @@ def score_answers(frame: pd.DataFrame, scorer: AnswerScorer, k: int,
     has_answer = frame["generated_answer"].notna().to_numpy()
     answered = frame[has_answer]
     scored = scorer.score_pairs(answered["generated_answer"].tolist(),
-                                answered["reference_answer"].tolist(), show_progress)
+                                answered["reference_answer"].tolist(), show_progress, text_progress)
     result = pd.DataFrame({"id": frame["id"].to_numpy()})
     for column in METRIC_COLUMNS:
         values = pd.array([pd.NA] * len(frame), dtype="Float64")
