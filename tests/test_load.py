@@ -752,3 +752,11 @@ def test_bundled_sample_loads(sample_dir):
     assert set(cases.values()) == {"paraphrase", "wrong_fact", "partial", "evasive", "refusal", "empty"}
     empty_ids = table.loc[table["generated_empty"], "id"].tolist()
     assert [cases[i] for i in empty_ids] == ["empty"]
+
+
+def test_hf_path_without_the_hub_fails_at_once_naming_the_hub(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(LoadError) as info:
+        load_evaluation_set("hf://datasets/neural-bridge/rag-dataset-12000")
+    assert "file hf://datasets/neural-bridge/rag-dataset-12000" in str(info.value)
+    assert "Hugging Face hub" in str(info.value) and "not reachable" in str(info.value)

@@ -162,3 +162,12 @@ def test_hub_profile_without_the_hub_stops_at_once_with_a_clear_message(tmp_path
     assert "Hugging Face hub" in completed.stderr and "not reachable" in completed.stderr
     assert "Traceback" not in completed.stderr and "Retrying" not in completed.stderr
     assert not (tmp_path / "outputs").exists()
+
+
+def test_only_profiles_that_read_nothing_from_the_hub_run_offline():
+    from evalbook.params import load_profile
+    from evalbook.runner import needs_hub
+
+    assert not needs_hub(load_profile(DEFAULT))
+    assert needs_hub(load_profile(DEFAULT, {"input_path": "hf://datasets/neural-bridge/rag-dataset-12000"}))
+    assert needs_hub(load_profile(ROOT / "params" / "adr014.yaml"))

@@ -22,6 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalbook.models import hub_reachable
+
 EXAMPLE_TEXT_COLUMNS = ("question", "context", "answer")
 LIST_COLUMNS = ("retrieved_ids", "retrieved_contexts")
 OPTIONAL_TEXT_COLUMNS = ("gold_id", "source")
@@ -160,6 +162,10 @@ def read_records(path: str, split: str = "test", hf_filesystem=None) -> pd.DataF
     """Read one input file into a DataFrame with a `__row` column (1-based file order)."""
     try:
         if path.startswith("hf://"):
+            if hf_filesystem is None and not hub_reachable():
+                raise LoadError(path, "reading an hf:// path needs the Hugging Face hub, which is not "
+                                "reachable from this machine (or HF_HUB_OFFLINE is set); use a local "
+                                "copy of the file instead")
             filesystem = hf_filesystem if hf_filesystem is not None else _hf_filesystem()
             files = hf_parquet_files(path, split, filesystem)
             frame = pd.concat([_read_parquet(f, filesystem) for f in files], ignore_index=True)

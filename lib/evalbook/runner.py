@@ -89,14 +89,20 @@ def _execute(stage: str, ctx_params: dict[str, Any], run_dir: Path, log: TextIO)
     return record
 
 
+def needs_hub(profile) -> bool:
+    """True when a model or an input of the profile is read from the Hugging Face hub."""
+    models = (profile["models"][role]["source"] for role in ("bertscore", "sentence_transformer"))
+    inputs = (profile["input_path"], profile["predictions_path"] or "")
+    return any(s.startswith("hub:") for s in models) or any(p.startswith("hf://") for p in inputs)
+
+
 def run_pipeline(params_path: str, overrides: list[str] | None = None,
                  log: TextIO = sys.stderr) -> RunResult:
     """Validate the profile and its models, then run every stage; raise RunFailed on a failure."""
     parsed = dict(parse_override(text) for text in overrides or [])
     profile = load_profile(params_path, parsed, override_root=Path.cwd())
     resolve_profile_models(profile)
-    if not any(profile["models"][role]["source"].startswith("hub:")
-               for role in ("bertscore", "sentence_transformer")):
+    if not needs_hub(profile):
         os.environ["HF_HUB_OFFLINE"] = "1"
 
     run_id = profile["run_id"] or str(uuid.uuid4())
