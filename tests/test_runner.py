@@ -171,3 +171,13 @@ def test_only_profiles_that_read_nothing_from_the_hub_run_offline():
     assert not needs_hub(load_profile(DEFAULT))
     assert needs_hub(load_profile(DEFAULT, {"input_path": "hf://datasets/neural-bridge/rag-dataset-12000"}))
     assert needs_hub(load_profile(ROOT / "params" / "adr014.yaml"))
+
+
+def test_rescaling_with_a_missing_baseline_file_stops_before_the_run(tmp_path):
+    from evalbook.params import ParamsError
+
+    with pytest.raises(ParamsError, match="does not exist"):
+        run_pipeline(DEFAULT, ["models.bertscore.rescale_with_baseline=true",
+                               f"models.bertscore.baseline_path={tmp_path / 'none.tsv'}",
+                               f"outputs_root={tmp_path / 'outputs'}"])
+    assert not (tmp_path / "outputs").exists()

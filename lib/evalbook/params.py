@@ -150,7 +150,7 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
         raise ParamsError(f"{source_path}: a params profile must be a mapping of keys to values")
     overrides = dict(overrides or {})
     if override_root is not None:
-        for key in PATH_KEYS:
+        for key in (*PATH_KEYS, "models.bertscore.baseline_path"):
             if isinstance(overrides.get(key), str):
                 overrides[key] = resolve_path(overrides[key], override_root)
     values = apply_overrides(values, overrides)

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import yaml
 
 from evalbook.models import resolve_profile_models
-from evalbook.params import load_profile, parse_override, resolved_values
+from evalbook.params import ParamsError, load_profile, parse_override, resolved_values
 from evalbook.pipeline import PROVENANCE, run_provenance
 from evalbook.report import write_new
 
@@ -102,6 +102,12 @@ def run_pipeline(params_path: str, overrides: list[str] | None = None,
     parsed = dict(parse_override(text) for text in overrides or [])
     profile = load_profile(params_path, parsed, override_root=Path.cwd())
     resolve_profile_models(profile)
+    values = resolved_values(profile)
+    bertscore = values["models"]["bertscore"]
+    if bertscore["rescale_with_baseline"] and not Path(bertscore["baseline_path"]).is_file():
+        raise ParamsError(f"{profile.source_path}: models.bertscore.baseline_path "
+                          f"{bertscore['baseline_path']} does not exist; bert-score would silently "
+                          "return unrescaled scores")
     if not needs_hub(profile):
         os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -114,7 +120,6 @@ def run_pipeline(params_path: str, overrides: list[str] | None = None,
     run_dir.mkdir(parents=True)
     (run_dir / "RUNNING").touch()
 
-    values = resolved_values(profile)
     values["run_id"] = run_id
     write_new(run_dir / "params.yaml", yaml.safe_dump(values, sort_keys=False).encode("utf-8"))
     provenance = run_provenance(profile, parsed)
