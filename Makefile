@@ -1,5 +1,5 @@
 # The two commands a user needs: `make run` and `make test`. Each builds .venv on first use.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
