@@ -24,7 +24,7 @@ from evalbook.params import (
 )
 
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-SHIPPED = ("default", "adr014")
+SHIPPED = ("default", "adr014", "local-judge", "openai")
 
 
 @pytest.fixture(scope="session")
@@ -73,8 +73,8 @@ def test_shipped_profile_loads_and_validates(root: Path, name: str):
     assert profile["name"] == name, f"{path}: name {profile['name']!r} differs from the file name"
     assert profile.source_path == path.resolve()
     assert profile.root == root
-    # The raw file validates too (load_profile does not depend on overrides to be valid).
-    validate(yaml.safe_load(path.read_text("utf-8")), str(path))
+    # The merged values validate on their own (load_profile does not depend on overrides).
+    validate(profile.values, str(path))
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -435,7 +435,9 @@ def test_resolved_values_makes_paths_absolute(root: Path):
     assert values["models"]["bertscore"]["baseline_path"] is None
     assert profile.values == before, "resolved_values must not change the profile"
     # everything else is unchanged, and the result is still a valid profile
-    for key in set(values) - {"input_path", "predictions_path", "outputs_root", "models"}:
+    # The judge cache defaults to a file under the outputs root, shared by all runs.
+    assert values["judge"]["cache_path"] == str(root / "outputs" / "judge-cache.sqlite")
+    for key in set(values) - {"input_path", "predictions_path", "outputs_root", "models", "judge"}:
         assert values[key] == before[key], key
     validate(values, "resolved")
     json.dumps(values)

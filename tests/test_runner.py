@@ -17,7 +17,7 @@ from evalbook.runner import RunFailed, run_pipeline
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = str(ROOT / "params" / "default.yaml")
 SHARED = ROOT.parent / "shared" / "data" / "rag-dataset-12000" / "train-first100.parquet"
-STAGES = ("01_load", "02_score", "04_report")
+STAGES = ("01_load", "02_score", "03_judge", "04_report")
 RUN_ID = "0f4a3c2e-8d1b-4e6f-9a7c-5b2d1e0f3a4b"
 
 
@@ -25,7 +25,9 @@ RUN_ID = "0f4a3c2e-8d1b-4e6f-9a7c-5b2d1e0f3a4b"
 def tiny_run(tmp_path_factory):
     outputs = tmp_path_factory.mktemp("outputs")
     os.environ.pop("HF_HUB_OFFLINE", None)
-    result = run_pipeline(DEFAULT, ["limit=5", "seed=3", f"outputs_root={outputs}", f"run_id={RUN_ID}"])
+    # Port 1 has no judge server, whatever runs on this machine: the judge must record not_run.
+    result = run_pipeline(DEFAULT, ["limit=5", "seed=3", f"outputs_root={outputs}", f"run_id={RUN_ID}",
+                                    "judge.base_url=http://127.0.0.1:1/v1"])
     return result, outputs
 
 
@@ -41,6 +43,10 @@ def test_run_writes_a_valid_report_beside_its_run_folder(tiny_run):
     assert report["counts"]["n_left_out_by_limit"] == 27
     assert len(report["examples"]) == 5
     assert report["provenance"]["params_profile"]["overrides"]["limit"] == 5
+    # No judge server runs during the tests: the judge is recorded as not run, with no score.
+    assert report["judge_summary"]["status"] == "not_run"
+    assert "no judge server reachable at 127.0.0.1:1" in report["judge_summary"]["reason"]
+    assert all(example["judge"] is None for example in report["examples"])
     assert os.environ["HF_HUB_OFFLINE"] == "1"
 
 
@@ -55,7 +61,7 @@ def test_run_folder_holds_tables_notebooks_and_html(tiny_run):
     run = json.loads((result.run_dir / "run.json").read_text())
     assert run["status"] == "succeeded"
     assert [s["stage"] for s in run["stages"]] == ["01_load", "02_score", "03_judge", "04_report"]
-    assert run["stages"][2]["status"] == "skipped"
+    assert run["stages"][2]["status"] == "succeeded"
     scored = pd.read_parquet(result.run_dir / "scored.parquet")
     assert len(scored) == 5 and scored["bertscore_f1"].notna().all()
 

@@ -112,6 +112,34 @@ def apply_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[s
     return merged
 
 
+def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `changes` applied: mappings merge key by key, anything else replaces."""
+    merged = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _resolve_extends(values: dict[str, Any], path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    """A profile with `extends: other.yaml` is that profile with this one's keys merged over it."""
+    parent_name = values.pop("extends", None)
+    if parent_name is None:
+        return values
+    parent_path = (path.parent / str(parent_name)).resolve()
+    if parent_path in seen:
+        raise ParamsError(f"{path}: extends {parent_name} makes a cycle")
+    try:
+        parent = yaml.safe_load(parent_path.read_text("utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ParamsError(f"{path}: cannot read the profile it extends, {parent_path} ({exc})") from exc
+    if not isinstance(parent, dict):
+        raise ParamsError(f"{parent_path}: a params profile must be a mapping of keys to values")
+    return deep_merge(_resolve_extends(parent, parent_path, (*seen, parent_path)), values)
+
+
 def validate(values: dict[str, Any], origin: str) -> None:
     """Raise ParamsError listing every schema violation, each with its key path."""
     validator = jsonschema.Draft202012Validator(_schema())
@@ -122,6 +150,14 @@ def validate(values: dict[str, Any], origin: str) -> None:
             key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
             lines.append(f"  - {key}: {error.message}")
         raise ParamsError(f"{origin}: invalid params profile:\n" + "\n".join(lines))
+    judge = values["judge"]
+    if judge["metrics"]["criteria"]["enabled"] and not judge["metrics"]["criteria"]["goals"]:
+        raise ParamsError(f"{origin}: judge.metrics.criteria is enabled but has no goals")
+    if judge["embedding"]["kind"] == "local" and not judge["embedding"].get("source"):
+        raise ParamsError(f"{origin}: judge.embedding of kind local needs a source (package:, path: or hub:)")
+    if judge["embedding"]["kind"] == "openai" and judge["embedding"].get("source"):
+        raise ParamsError(f"{origin}: judge.embedding of kind openai is reached through the judge's "
+                          "client; set its source to null")
     baseline = values["models"]["bertscore"]
     if baseline["rescale_with_baseline"] and not baseline.get("baseline_path"):
         raise ParamsError(
@@ -148,9 +184,10 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
         raise ParamsError(f"{source_path}: not valid YAML ({exc})") from exc
     if not isinstance(values, dict):
         raise ParamsError(f"{source_path}: a params profile must be a mapping of keys to values")
+    values = _resolve_extends(values, source_path, seen=(source_path,))
     overrides = dict(overrides or {})
     if override_root is not None:
-        for key in (*PATH_KEYS, "models.bertscore.baseline_path"):
+        for key in (*PATH_KEYS, "models.bertscore.baseline_path", "judge.cache_path"):
             if isinstance(overrides.get(key), str):
                 overrides[key] = resolve_path(overrides[key], override_root)
     values = apply_overrides(values, overrides)
@@ -165,4 +202,13 @@ def resolved_values(profile: Profile) -> dict[str, Any]:
         values[key] = profile.path(key)
     baseline = values["models"]["bertscore"].get("baseline_path")
     values["models"]["bertscore"]["baseline_path"] = resolve_path(baseline, profile.root)
+    values["judge"]["cache_path"] = judge_cache_path(profile)
     return values
+
+
+def judge_cache_path(profile: Profile) -> str:
+    """The judge cache: the profile's `judge.cache_path`, else `<outputs_root>/judge-cache.sqlite`."""
+    configured = profile["judge"]["cache_path"]
+    if configured is None:
+        return str(Path(profile.path("outputs_root")) / "judge-cache.sqlite")
+    return resolve_path(configured, profile.root)

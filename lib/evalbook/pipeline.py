@@ -21,7 +21,7 @@ import pandas as pd
 
 from evalbook import load as load_module
 from evalbook.models import resolve_profile_models
-from evalbook.params import Profile, load_profile
+from evalbook.params import Profile, judge_cache_path, load_profile
 from evalbook.report import build_report, git_commit, package_versions, write_new, write_report
 from evalbook.scoring import METRIC_COLUMNS, AnswerScorer, score_answers
 from evalbook.stats import summarize
@@ -31,6 +31,7 @@ LOAD_SUMMARY = "load.json"
 SCORED = "scored.parquet"
 SCORING_SUMMARY = "scoring.json"
 PROVENANCE = "provenance.json"
+JUDGE = "judge.json"
 
 
 class StageError(RuntimeError):
@@ -156,6 +157,76 @@ def scored_table(ctx: StageContext) -> pd.DataFrame:
     return pd.read_parquet(_require(ctx, SCORED, "02_score"))
 
 
+# ---------------------------------------------------------------- 03_judge
+
+def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -> dict[str, Any]:
+    """Judge the eligible answers, or record why the judge did not run; writes judge.json.
+
+    A judge that is disabled or unreachable gives `not_run` with the reason and no scores. A
+    judge with nothing eligible raises NothingEligible: the stage fails rather than pass.
+    """
+    from evalbook.judge.cache import JudgeCache
+    from evalbook.judge.stage import judge_table, not_run, server_reachable, settings_from
+
+    config = ctx.profile["judge"]
+    if not config["enabled"]:
+        result = {"summary": not_run("judge.enabled is false in the profile", config),
+                  "models_judge": None, "records": {}}
+    elif (reason := server_reachable(settings_from(config))) is not None:
+        result = {"summary": not_run(reason, config), "models_judge": None, "records": {}}
+    else:
+        cache = JudgeCache(Path(judge_cache_path(ctx.profile)))
+        try:
+            outcome = judge_table(canonical, config, cache, relevance_embedder(ctx),
+                                  seed=config["sample_seed"], http_transport=http_transport,
+                                  progress=judge_progress(ctx))
+        finally:
+            cache.close()
+        result = {"summary": outcome.summary, "models_judge": outcome.models_judge,
+                  "records": outcome.records}
+    ctx.write_json(JUDGE, result)
+    return result
+
+
+def relevance_embedder(ctx: StageContext):
+    from evalbook.judge.stage import local_embedder, openai_embedder, settings_from
+    from evalbook.models import resolve_model
+
+    config = ctx.profile["judge"]
+    embedding = config["embedding"]
+    if embedding["kind"] == "openai":
+        return openai_embedder(settings_from(config), embedding["name"])
+    model = resolve_model(embedding["name"], embedding["source"], ctx.profile.root,
+                          embedding.get("sha256"), "judge embedding")
+    return local_embedder(model.folder)
+
+
+def judge_progress(ctx: StageContext):
+    """A progress callback showing replies done, cache hits and errors."""
+    from tqdm import tqdm as text_tqdm
+    from tqdm.auto import tqdm
+
+    bar = (tqdm if ctx.interactive else text_tqdm)(desc="judging", unit="reply")
+
+    def update(reply, stats) -> None:
+        totals = stats.per_metric.values()
+        bar.update(1)
+        bar.set_postfix(calls=sum(m.calls for m in totals), cache_hits=sum(m.cache_hits for m in totals),
+                        errors=sum(m.errors for m in totals))
+
+    return update
+
+
+def judge_results(ctx: StageContext) -> dict[str, Any]:
+    """judge.json of this folder, or a not_run record when 03_judge has not run here."""
+    from evalbook.judge.stage import not_run
+
+    if ctx.artifact(JUDGE).exists():
+        return ctx.read_json(JUDGE)
+    return {"summary": not_run("03_judge has not run in this run folder", ctx.profile["judge"]),
+            "models_judge": None, "records": {}}
+
+
 # ---------------------------------------------------------------- 04_report
 
 def run_provenance(profile: Profile, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -191,6 +262,7 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
                   "bertscore_num_layers": scoring["bertscore_num_layers"],
                   "weights_sha256": scoring["weights_sha256"],
                   "shared_forward_pass": scoring["shared_forward_pass"]}
+    judged = judge_results(ctx)
     counts = {**loaded["counts"],
               "unmatched_prediction_ids": loaded["unmatched_prediction_ids"],
               "examples_without_prediction": loaded["examples_without_prediction"],
@@ -202,7 +274,7 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
                 "bertscore": scoring["bertscore_model"],
                 "sentence_transformer": scoring["sentence_transformer_model"]},
         canonical=canonical, scored=scored, load_counts=counts,
-        k=ctx.profile["retrieval"]["k"], provenance=provenance)
+        k=ctx.profile["retrieval"]["k"], provenance=provenance, judge=judged)
 
 
 def save_report(ctx: StageContext, report: dict[str, Any]) -> Path:

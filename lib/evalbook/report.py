@@ -18,7 +18,7 @@ import pandas as pd
 from evalbook.scoring import METRIC_COLUMNS
 from evalbook.stats import PERCENTILE_METHOD, rate, summarize
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 FLAG_COLUMNS = ("generated_empty", "reference_empty", "truncated_bertscore", "truncated_sentence")
 PROVENANCE_PACKAGES = ("evalbook", "torch", "transformers", "tokenizers", "sentence-transformers",
                        "bert-score", "numpy", "pandas", "pyarrow", "huggingface_hub", "papermill",
@@ -122,14 +122,29 @@ def example_records(canonical: pd.DataFrame, scored: pd.DataFrame) -> list[dict[
 
 def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
                  models: dict[str, str], canonical: pd.DataFrame, scored: pd.DataFrame,
-                 load_counts: dict[str, Any], k: int, provenance: dict[str, Any]) -> dict[str, Any]:
-    """Assemble the report; `timestamp` must be timezone-aware UTC."""
+                 load_counts: dict[str, Any], k: int, provenance: dict[str, Any],
+                 judge: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Assemble the report; `timestamp` must be timezone-aware UTC.
+
+    `judge` is 03_judge's result ({summary, models_judge, records}); without it the report
+    says the judge did not run.
+    """
     if timestamp.utcoffset() is None or timestamp.utcoffset().total_seconds() != 0:
         raise ReportError("the report timestamp must be timezone-aware UTC")
     retrieval = rate(scored["top_k_match"].tolist())
     counts = dict(load_counts)
     counts["n_truncated_bertscore"] = int(scored["truncated_bertscore"].fillna(False).sum())
     counts["n_truncated_sentence"] = int(scored["truncated_sentence"].fillna(False).sum())
+    if judge is None:
+        judge = {"summary": {"status": "not_run", "reason": "no judge stage in this report",
+                             "label": None, "note": None, "eligibility": None, "sampling": None,
+                             "metrics": {}, "totals": None},
+                 "models_judge": None, "records": {}}
+    examples = example_records(canonical, scored)
+    for example in examples:
+        example["judge"] = judge["records"].get(example["id"])
+    if judge["models_judge"] is not None:
+        models = {**models, "judge": judge["models_judge"]}
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -141,7 +156,8 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
         "answer_similarity_summary": {column: summarize(scored[column].tolist())
                                       for column in METRIC_COLUMNS},
         "counts": counts,
-        "examples": example_records(canonical, scored),
+        "judge_summary": judge["summary"],
+        "examples": examples,
         "provenance": {**provenance, "percentile_method": PERCENTILE_METHOD},
     }
 

@@ -1,0 +1,6 @@
+"""The LLM judge: groundedness, relevance and criteria on any OpenAI-compatible endpoint.
+
+`client` (calls, cache, retries), `cache`, `prompts` (versioned templates), `parsing`,
+one module per metric (`groundedness`, `relevance`, `criteria`) holding its pure score math,
+`stage` (eligibility, sampling, summary), `display` and `server` (the local llama.cpp server).
+"""

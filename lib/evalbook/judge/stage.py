@@ -1,0 +1,329 @@
+"""The judge stage: choose what to judge, ask the judge, score the replies, summarise.
+
+Only answers whose `source` is in the profile's eligible list are judged (data without any
+source counts as eligible, and the summary says so). A judge left with nothing to judge is an
+error naming what it saw. A seeded sample can limit the judged share. Every judged example
+gets a record per metric: a score, or unscored with the reason and the raw reply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import urllib.error
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from evalbook.judge import criteria, groundedness, relevance
+from evalbook.judge.cache import JudgeCache
+from evalbook.judge.client import JudgeClient, JudgeReply, JudgeRequest, JudgeSettings, RunStats
+from evalbook.judge.parsing import Unparsed, parse_reply
+from evalbook.judge.prompts import PromptTemplate, load_template
+from evalbook.judge.score import PLACEHOLDER_THRESHOLD, Score, score_levels, threshold_reading
+from evalbook.stats import summarize
+
+METRICS = ("groundedness", "relevance", "criteria")
+MISSING_SOURCE = "(missing)"
+
+
+class NothingEligible(RuntimeError):
+    """The judge saw answers but none was eligible; never reported as a pass."""
+
+
+@dataclass
+class JudgeOutcome:
+    records: dict[str, dict[str, Any]]
+    summary: dict[str, Any]
+    models_judge: dict[str, Any] | None
+
+
+@dataclass
+class Selection:
+    judged_ids: list[str]
+    not_eligible_ids: list[str]
+    not_sampled_ids: list[str]
+    eligibility: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- settings and labels
+
+def settings_from(config: dict[str, Any]) -> JudgeSettings:
+    return JudgeSettings(
+        base_url=config["base_url"], model=config["model"], api_key_env=config["api_key_env"],
+        temperature=config["temperature"], seed=config["seed"], max_tokens=config["max_tokens"],
+        structured_output=config["structured_output"], timeout_seconds=config["timeout_seconds"],
+        max_retries=config["max_retries"], concurrency=config["concurrency"])
+
+
+def enabled_metrics(config: dict[str, Any]) -> list[str]:
+    return [m for m in METRICS if config["metrics"][m]["enabled"]]
+
+
+def templates_for(config: dict[str, Any]) -> dict[str, PromptTemplate]:
+    modules = {"groundedness": groundedness, "relevance": relevance, "criteria": criteria}
+    return {m: load_template(*modules[m].PROMPT) for m in enabled_metrics(config)}
+
+
+def describe_judge(config: dict[str, Any], templates: dict[str, PromptTemplate],
+                   fingerprints: Sequence[str] = ()) -> dict[str, Any]:
+    """models.judge for the report; its label hashes everything that defines the judge."""
+    settings = settings_from(config)
+    description = {
+        "model": settings.model, "base_url_host": settings.host,
+        "temperature": settings.temperature, "seed": settings.seed, "max_tokens": settings.max_tokens,
+        "structured_output": settings.structured_output,
+        "prompts": {m: {"id": t.id, "sha256": t.sha256} for m, t in templates.items()},
+        "metric_versions": {m: _module(m).METRIC_VERSION for m in templates},
+        "relevance_embedding": config["embedding"]["name"],
+        "criteria": list(config["metrics"]["criteria"]["goals"]),
+        "ground_truth_column": config["ground_truth_column"],
+    }
+    canonical = json.dumps(description, sort_keys=True, separators=(",", ":"))
+    label = "judge-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+    return {**description, "label": label, "note": config.get("note"),
+            "system_fingerprint": sorted(fingerprints) or None}
+
+
+def _module(metric: str):
+    return {"groundedness": groundedness, "relevance": relevance, "criteria": criteria}[metric]
+
+
+def server_reachable(settings: JudgeSettings, timeout: float = 3.0) -> str | None:
+    """None when `GET <base_url>/models` answers; otherwise the reason, for a `not_run` record."""
+    request = urllib.request.Request(settings.base_url.rstrip("/") + "/models")
+    if settings.api_key_env is not None:
+        try:
+            request.add_header("Authorization", f"Bearer {settings.api_key()}")
+        except RuntimeError as error:
+            return str(error)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            return None
+    except urllib.error.HTTPError as error:
+        return f"the judge server at {settings.host} answered HTTP {error.code} to GET /models"
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        return f"no judge server reachable at {settings.host} ({reason})"
+
+
+# ---------------------------------------------------------------- choosing what to judge
+
+def select(table: pd.DataFrame, config: dict[str, Any], seed: int) -> Selection:
+    """Eligible examples (by source), then a seeded sample of them; raises NothingEligible."""
+    eligible_sources = list(config["eligible_sources"])
+    sources = table["source"].where(table["source"].notna(), None).tolist()
+    no_source_column = all(s is None for s in sources)
+    seen = Counter(MISSING_SOURCE if s is None else s for s in sources)
+    answered = table["generated_answer"].notna().to_numpy()
+    eligible = [bool(a) and (no_source_column or s in eligible_sources) for a, s in zip(answered, sources)]
+    ids = table["id"].tolist()
+    eligible_ids = [i for i, ok in zip(ids, eligible) if ok]
+    eligibility = {"eligible_sources": eligible_sources, "no_source_column": no_source_column,
+                   "sources_seen": dict(seen), "n_seen": len(ids), "n_eligible": len(eligible_ids),
+                   "n_without_prediction": int((~answered).sum())}
+    if not eligible_ids:
+        raise NothingEligible(
+            f"the judge saw {len(ids)} answer(s) and none is eligible: sources seen "
+            f"{dict(seen)}, eligible sources {eligible_sources}. Add a source to "
+            f"judge.eligible_sources to judge it; nothing is reported as passed.")
+    sample_size = config["sample_size"]
+    if sample_size is None or sample_size >= len(eligible_ids):
+        judged = eligible_ids
+    else:
+        positions = np.sort(np.random.default_rng(seed).choice(len(eligible_ids), sample_size, replace=False))
+        judged = [eligible_ids[p] for p in positions]
+    judged_set = set(judged)
+    return Selection(judged_ids=judged,
+                     not_eligible_ids=[i for i, ok in zip(ids, eligible) if not ok],
+                     not_sampled_ids=[i for i in eligible_ids if i not in judged_set],
+                     eligibility=eligibility)
+
+
+# ---------------------------------------------------------------- requests and scoring
+
+def build_requests(rows: pd.DataFrame, config: dict[str, Any],
+                   templates: dict[str, PromptTemplate]) -> list[JudgeRequest]:
+    """One request per (example, metric); empty answers get none (they are unscored as empty)."""
+    settings = settings_from(config)
+    goals = config["metrics"]["criteria"]["goals"]
+    n_questions = config["metrics"]["relevance"]["n_questions"]
+    requests = []
+    for row in rows.itertuples(index=False):
+        answer = row.generated_answer.strip()
+        if not answer:
+            continue
+        for metric, template in templates.items():
+            if metric == "groundedness":
+                fields = groundedness.prompt_fields(answer, getattr(row, config["ground_truth_column"]))
+                schema = groundedness.SCHEMA
+            elif metric == "relevance":
+                fields, schema = relevance.prompt_fields(answer, n_questions), relevance.schema(n_questions)
+            else:
+                fields, schema = criteria.prompt_fields(row.question, answer, goals), criteria.schema(len(goals))
+            prompt = template.render(**fields)
+            if settings.structured_output == "json_instructions":
+                prompt += "\n\nThe JSON must match this JSON Schema:\n" + json.dumps(schema)
+            key_parts = {"model": settings.model, "base_url": settings.base_url,
+                         "template_sha256": template.sha256, "sampling": settings.sampling(),
+                         "metric": metric, "metric_version": _module(metric).METRIC_VERSION}
+            requests.append(JudgeRequest(metric=metric, example_id=row.id, prompt=prompt,
+                                         schema=schema, key_parts=key_parts))
+    return requests
+
+
+def score_one(metric: str, reply: JudgeReply, row: Any, config: dict[str, Any],
+              embed: Callable[[list[str]], np.ndarray]) -> tuple[Score, dict[str, Any]]:
+    if reply.error is not None:
+        return Score.unscored(f"judge call failed: {reply.error}"), {}
+    try:
+        parsed = parse_reply(reply.text, reply.request.schema, reply.finish_reason)
+    except Unparsed as failure:
+        return Score.unscored(failure.reason), {"raw_reply": failure.raw}
+    if metric == "groundedness":
+        return groundedness.score_reply(parsed)
+    if metric == "relevance":
+        return relevance.score_reply(parsed, row.question, embed)
+    return criteria.score_reply(parsed, config["metrics"]["criteria"]["goals"])
+
+
+def threshold_of(config: dict[str, Any], metric: str) -> tuple[float, bool]:
+    value = config["metrics"][metric]["threshold"]
+    return (PLACEHOLDER_THRESHOLD, True) if value is None else (float(value), False)
+
+
+def metric_record(metric: str, score: Score, detail: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    threshold, _ = threshold_of(config, metric)
+    record = {"score": score.value, "unscored_reason": score.reason,
+              "passed": None if score.value is None else score.value >= threshold, **detail}
+    if metric in ("groundedness", "criteria"):
+        n = detail.get("n_statements", len(detail.get("criteria", [])))
+        record["score_levels"] = [str(level) for level in score_levels(n)]
+        record["threshold_reading"] = threshold_reading(n, threshold)
+    return record
+
+
+# ---------------------------------------------------------------- the summary
+
+def cost_of(stats, prices: dict[str, float] | None) -> float | str:
+    """USD from the profile's prices per million tokens; "unknown" without prices, never 0."""
+    if not prices:
+        return "unknown"
+    return (stats.prompt_tokens * prices["input_usd_per_million"]
+            + stats.completion_tokens * prices["output_usd_per_million"]) / 1e6
+
+
+def summarise(records: dict[str, dict[str, Any]], selection: Selection, config: dict[str, Any],
+              stats: RunStats, label: str) -> dict[str, Any]:
+    metrics = {}
+    totals = Counter()
+    for metric in enabled_metrics(config):
+        entries = [r[metric] for r in records.values() if r.get("status") == "judged"]
+        scores = [e["score"] for e in entries]
+        summary = summarize(scores)
+        threshold, placeholder = threshold_of(config, metric)
+        scored = [s for s in scores if s is not None]
+        metric_stats = stats.metric(metric)
+        metrics[metric] = {
+            "label": label,
+            "mean": summary["mean"], "p10": summary["p10"], "p50": summary["p50"], "p90": summary["p90"],
+            "n_scored": summary["n"], "n_unscored": summary["n_missing"],
+            "unscored_reasons": dict(Counter(e["unscored_reason"] for e in entries if e["score"] is None)),
+            "threshold": threshold, "threshold_is_placeholder": placeholder,
+            "pass_rate": (sum(s >= threshold for s in scored) / len(scored)) if scored else None,
+            "calls": metric_stats.calls, "cache_hits": metric_stats.cache_hits, "errors": metric_stats.errors,
+            "prompt_tokens": metric_stats.prompt_tokens, "completion_tokens": metric_stats.completion_tokens,
+            "cost_usd": cost_of(metric_stats, config.get("prices")),
+        }
+        if metric == "criteria":
+            per_goal = {}
+            for index, goal in enumerate(config["metrics"]["criteria"]["goals"]):
+                verdicts = [e["criteria"][index]["met"] for e in entries
+                            if e["score"] is not None and len(e.get("criteria", [])) > index]
+                per_goal[goal] = {"pass_rate": (sum(verdicts) / len(verdicts)) if verdicts else None,
+                                  "n": len(verdicts)}
+            metrics[metric]["per_criterion"] = per_goal
+        for key in ("calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens"):
+            totals[key] += metrics[metric][key]
+    costs = [m["cost_usd"] for m in metrics.values()]
+    n_eligible = selection.eligibility["n_eligible"]
+    return {
+        "status": "ran", "reason": None, "label": label, "note": config.get("note"),
+        "eligibility": selection.eligibility,
+        "sampling": {"sample_size": config["sample_size"], "seed": config["sample_seed"],
+                     "n_judged": len(selection.judged_ids),
+                     "fraction_of_eligible_judged": len(selection.judged_ids) / n_eligible},
+        "metrics": metrics,
+        "totals": {**{k: int(totals[k]) for k in ("calls", "cache_hits", "errors", "prompt_tokens",
+                                                  "completion_tokens")},
+                   "cost_usd": "unknown" if any(c == "unknown" for c in costs) else float(sum(costs))},
+    }
+
+
+def not_run(reason: str, config: dict[str, Any] | None) -> dict[str, Any]:
+    """The summary of a judge stage that did not run: a reason, no scores."""
+    return {"status": "not_run", "reason": reason, "label": None,
+            "note": None if config is None else config.get("note"),
+            "eligibility": None, "sampling": None, "metrics": {}, "totals": None}
+
+
+# ---------------------------------------------------------------- the whole stage
+
+def local_embedder(folder: Path) -> Callable[[list[str]], np.ndarray]:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(folder))
+    return lambda texts: model.encode(list(texts), convert_to_numpy=True)
+
+
+def openai_embedder(settings: JudgeSettings, model_name: str) -> Callable[[list[str]], np.ndarray]:
+    from openai import OpenAI
+
+    client = OpenAI(base_url=settings.base_url, api_key=settings.api_key(),
+                    timeout=settings.timeout_seconds, max_retries=settings.max_retries)
+
+    def embed(texts: list[str]) -> np.ndarray:
+        response = client.embeddings.create(model=model_name, input=list(texts))
+        return np.asarray([item.embedding for item in response.data], dtype=np.float64)
+
+    return embed
+
+
+def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
+                embed: Callable[[list[str]], np.ndarray], seed: int, http_transport=None,
+                progress: Callable[[JudgeReply, RunStats], None] | None = None) -> JudgeOutcome:
+    """Judge the eligible (sampled) examples of a canonical table."""
+    selection = select(table, config, seed)
+    templates = templates_for(config)
+    client = JudgeClient(settings_from(config), cache, http_transport)
+    rows = table.set_index("id", drop=False)
+    judged_rows = rows.loc[selection.judged_ids]
+    requests = build_requests(judged_rows, config, templates)
+    replies = client.run(requests, None if progress is None else (lambda r: progress(r, client.stats)))
+    by_key = {(r.request.example_id, r.request.metric): r for r in replies}
+
+    records: dict[str, dict[str, Any]] = {}
+    for example_id in selection.not_eligible_ids:
+        records[example_id] = {"status": "not_eligible"}
+    for example_id in selection.not_sampled_ids:
+        records[example_id] = {"status": "not_sampled"}
+    for row in judged_rows.itertuples(index=False):
+        record: dict[str, Any] = {"status": "judged"}
+        for metric in templates:
+            reply = by_key.get((row.id, metric))
+            if reply is None:
+                score, detail = Score.unscored("empty answer: nothing to judge"), {}
+            else:
+                score, detail = score_one(metric, reply, row, config, embed)
+            record[metric] = metric_record(metric, score, detail, config)
+        records[row.id] = record
+    models_judge = describe_judge(config, templates, sorted(client.stats.system_fingerprints))
+    for record in records.values():
+        record["label"] = models_judge["label"]
+    summary = summarise(records, selection, config, client.stats, models_judge["label"])
+    return JudgeOutcome(records=records, summary=summary, models_judge=models_judge)
