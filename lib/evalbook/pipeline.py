@@ -172,7 +172,7 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
     if not config["enabled"]:
         result = {"summary": not_run("judge.enabled is false in the profile", config),
                   "models_judge": None, "records": {}}
-    elif (reason := server_reachable(settings_from(config))) is not None:
+    elif (reason := server_reachable(settings_from(config), http_transport=http_transport)) is not None:
         result = {"summary": not_run(reason, config), "models_judge": None, "records": {}}
     else:
         cache = JudgeCache(Path(judge_cache_path(ctx.profile)))

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import urllib.error
-import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,22 +92,22 @@ def _module(metric: str):
     return {"groundedness": groundedness, "relevance": relevance, "criteria": criteria}[metric]
 
 
-def server_reachable(settings: JudgeSettings, timeout: float = 3.0) -> str | None:
+def server_reachable(settings: JudgeSettings, timeout: float = 3.0, http_transport=None) -> str | None:
     """None when `GET <base_url>/models` answers; otherwise the reason, for a `not_run` record."""
-    request = urllib.request.Request(settings.base_url.rstrip("/") + "/models")
-    if settings.api_key_env is not None:
-        try:
-            request.add_header("Authorization", f"Bearer {settings.api_key()}")
-        except RuntimeError as error:
-            return str(error)
+    import httpx
+
     try:
-        with urllib.request.urlopen(request, timeout=timeout):
-            return None
-    except urllib.error.HTTPError as error:
-        return f"the judge server at {settings.host} answered HTTP {error.code} to GET /models"
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", error)
-        return f"no judge server reachable at {settings.host} ({reason})"
+        headers = {"Authorization": f"Bearer {settings.api_key()}"} if settings.api_key_env else {}
+    except RuntimeError as error:
+        return str(error)
+    try:
+        with httpx.Client(transport=http_transport, timeout=timeout) as client:
+            response = client.get(settings.base_url.rstrip("/") + "/models", headers=headers)
+    except httpx.HTTPError as error:
+        return f"no judge server reachable at {settings.host} ({type(error).__name__}: {error})"
+    if response.status_code != 200:
+        return f"the judge server at {settings.host} answered HTTP {response.status_code} to GET /models"
+    return None
 
 
 # ---------------------------------------------------------------- choosing what to judge
