@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PARAMS ?= params/default.yaml
 BENCH_PAIRS ?= 2000
 
-.PHONY: run test bench setup venv clean-venv
+.PHONY: run test bench judge-server setup venv clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
@@ -35,6 +35,11 @@ test: setup
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; \
 	exit $$rc
+
+# The local OpenAI-compatible judge server (llama.cpp, Gemma 3 270M) on port 8080, in the
+# foreground: it prints when it is ready; Ctrl-C stops it.
+judge-server: setup
+	$(PY) -m evalbook.judge.server --port 8080
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_scoring.py --pairs $(BENCH_PAIRS)

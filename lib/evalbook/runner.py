@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -27,8 +28,7 @@ from evalbook.report import write_new
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
-# (stage, required): 03_judge keeps its slot and runs once its notebook exists.
-STAGES = (("01_load", True), ("02_score", True), ("03_judge", False), ("04_report", True))
+STAGES = ("01_load", "02_score", "03_judge", "04_report")
 
 
 class RunFailed(RuntimeError):
@@ -96,6 +96,44 @@ def needs_hub(profile) -> bool:
     return any(s.startswith("hub:") for s in models) or any(p.startswith("hf://") for p in inputs)
 
 
+def _run_stages(parameters: dict[str, Any], run_dir: Path, result: RunResult, log: TextIO) -> str | None:
+    """Execute the stages in order; the failure message of the first that fails, else None."""
+    for stage in STAGES:
+        if not (NOTEBOOKS / f"{stage}.ipynb").exists():
+            return f"stage {stage}: notebook {NOTEBOOKS / (stage + '.ipynb')} is missing"
+        record = _execute(stage, parameters, run_dir, log)
+        result.stages.append(record)
+        if record["status"] == "failed":
+            return record["error"]
+    return None
+
+
+def start_judge_server(profile, run_dir: Path, log: TextIO):
+    """Start the local judge server when the profile asks for it; None when not needed.
+
+    A server already answering at the profile's base URL is used as it is and left running.
+    """
+    judge = profile["judge"]
+    if not (judge["enabled"] and judge["start_server"]):
+        return None
+    from evalbook.judge.server import LocalServer, is_serving
+
+    if is_serving(judge["base_url"]):
+        print(f"[evalbook] judge server already running at {judge['base_url']}", file=log, flush=True)
+        return None
+    address = urlsplit(judge["base_url"])
+    server = LocalServer(host=address.hostname or "127.0.0.1", port=address.port or 80,
+                         model_alias=judge["model"])
+    print(f"[evalbook] starting the local judge server at {server.base_url}", file=log, flush=True)
+    server.start(log_path=run_dir / "judge-server.log")
+    try:
+        server.wait_ready(timeout=300)
+    except RuntimeError:
+        server.stop()
+        raise
+    return server
+
+
 def run_pipeline(params_path: str, overrides: list[str] | None = None,
                  log: TextIO = sys.stderr) -> RunResult:
     """Validate the profile and its models, then run every stage; raise RunFailed on a failure."""
@@ -127,20 +165,16 @@ def run_pipeline(params_path: str, overrides: list[str] | None = None,
 
     result = RunResult(run_id, run_dir, report_path)
     parameters = {"params_path": str(run_dir / "params.yaml"), "run_dir": str(run_dir), "run_id": run_id}
-    failure = None
-    for stage, required in STAGES:
-        if not (NOTEBOOKS / f"{stage}.ipynb").exists():
-            if required:
-                failure = f"stage {stage}: notebook {NOTEBOOKS / (stage + '.ipynb')} is missing"
-                break
-            result.stages.append({"stage": stage, "status": "skipped",
-                                  "reason": "notebook not present in this version"})
-            continue
-        record = _execute(stage, parameters, run_dir, log)
-        result.stages.append(record)
-        if record["status"] == "failed":
-            failure = record["error"]
-            break
+    try:
+        server = start_judge_server(profile, run_dir, log)
+    except RuntimeError as error:
+        server, failure = None, f"the local judge server did not start: {error}"
+    else:
+        try:
+            failure = _run_stages(parameters, run_dir, result, log)
+        finally:
+            if server is not None:
+                server.stop()
 
     status = "failed" if failure else "succeeded"
     if failure is None and not report_path.exists():
