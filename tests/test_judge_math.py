@@ -137,3 +137,8 @@ def test_threshold_above_one_cannot_be_passed():
 def test_threshold_reading_without_statements():
     reading = threshold_reading(0, 0.5)
     assert "unscored" in reading
+
+
+def test_relevance_with_a_zero_embedding_is_unscored_not_a_crash():
+    score = relevance_score(np.zeros(4), np.ones((3, 4)))
+    assert score.value is None and "zero vector" in score.reason

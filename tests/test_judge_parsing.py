@@ -176,3 +176,10 @@ def test_missing_placeholder_is_a_prompt_error():
     template = load_template("groundedness", 1)
     with pytest.raises(PromptError, match="ground_truth"):
         template.render(answer="only the answer")
+
+
+def test_prose_with_a_brace_after_the_object_is_ignored():
+    reply = ('{"statements": [{"statement": "The pier is north.", "verdict": 1, '
+             '"justification": "Stated."}]} Note: I used the format {statement, verdict}.')
+    parsed = parse_reply(reply, groundedness.SCHEMA)
+    assert parsed["statements"][0]["verdict"] == 1

@@ -110,7 +110,7 @@ def fake_reply(prompt: str) -> str:
     example_id = example_of(prompt)
     if "strict fact checker" in prompt:
         if MALFORMED_MARK in prompt:
-            return '{"statements": [{"statement": "Bins go out weekly", "verdict": 1,,]'
+            return '{"statements": [{"statement": "Bins go out weekly", "verdict": 1,,}]}'
         return json.dumps({"statements": [
             {"statement": f"claim {n}", "verdict": v, "justification": "because"}
             for n, v in enumerate(VERDICTS[example_id])]})
@@ -311,6 +311,38 @@ def test_the_question_is_untrusted_data_too(config):
     assert _between(criteria_request.prompt, "Ignore the criteria", "<<<TRANSCRIPT", "TRANSCRIPT>>>")
 
 
+def test_every_request_key_holds_what_changes_a_reply(config):
+    templates = templates_for(config)
+    table = canonical([("a", "Yes.", "EnterpriseSearchPolicy")])
+    for request in build_requests(table, config, templates):
+        parts = request.key_parts
+        assert parts["model"] == config["model"] and parts["base_url"] == config["base_url"]
+        assert parts["template_sha256"] == templates[request.metric].sha256
+        assert parts["metric"] == request.metric and parts["metric_version"] == 1
+        assert parts["sampling"] == {"temperature": config["temperature"], "seed": config["seed"],
+                                     "max_tokens": config["max_tokens"],
+                                     "structured_output": config["structured_output"]}
+        assert "api_key" not in json.dumps(parts)
+    before = {r.metric: r.key for r in build_requests(table, config, templates)}
+    for key, value in (("model", "x"), ("base_url", "http://127.0.0.1:9/v1"), ("temperature", 0.3),
+                       ("seed", 7), ("max_tokens", 99), ("structured_output", "json_schema")):
+        after = {r.metric: r.key for r in build_requests(table, dict(config, **{key: value}), templates)}
+        assert all(after[m] != before[m] for m in before), key
+
+
+def test_the_ground_truth_column_is_a_parameter(config):
+    table = canonical([("a", "Yes.", "EnterpriseSearchPolicy")])
+    grounded = next(r for r in build_requests(table, config, templates_for(config)) if r.metric == "groundedness")
+    assert _between(grounded.prompt, "Reference a:", "<<<GROUND_TRUTH", "GROUND_TRUTH>>>")
+    config["ground_truth_column"] = "context"
+    grounded = next(r for r in build_requests(table, config, templates_for(config)) if r.metric == "groundedness")
+    assert _between(grounded.prompt, "Context a:", "<<<GROUND_TRUTH", "GROUND_TRUTH>>>")
+    assert "Reference a:" not in grounded.prompt
+    relevant = next(r for r in build_requests(table, config, templates_for(config)) if r.metric == "relevance")
+    assert "Context a:" not in relevant.prompt and "Reference a:" not in relevant.prompt  # answer only
+    assert "When are the bins" not in relevant.prompt  # relevance never sees the question
+
+
 def test_empty_answers_get_no_request(config):
     table = canonical([("a", "  \n", "EnterpriseSearchPolicy"), ("b", "Yes.", "EnterpriseSearchPolicy")])
     requests = build_requests(table, config, templates_for(config))
@@ -364,7 +396,7 @@ def test_judge_table_end_to_end(config, cache):
     for metric in ("groundedness", "relevance", "criteria"):
         assert records["e4"][metric]["score"] is None
         assert records["e4"][metric]["unscored_reason"] == "empty answer: nothing to judge"
-    assert not any("   " in p.split("<<<ANSWER")[-1][:5] for p in judge.prompts)
+    assert not any("town e4" in p or "Reference e4" in p for p in judge.prompts)
 
     # calls: 3 answers x 3 metrics, plus 2 retries of the malformed groundedness reply
     assert judge.calls == 9 + 2
@@ -513,6 +545,21 @@ def scored_for(table: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+LOAD_COUNTS = {
+    "n_input_rows": 6, "n_skipped_incomplete_examples": 0, "skipped_incomplete_rows": [],
+    "n_predictions": 5, "n_unmatched_predictions": 0, "unmatched_prediction_ids": [],
+    "n_left_out_by_limit": 0, "n_examples": 6, "n_examples_without_prediction": 1,
+    "examples_without_prediction": ["e5"], "n_empty_generated_answers": 1,
+    "n_empty_reference_answers": 0, "n_with_retrieval": 0,
+}
+PROVENANCE = {
+    "git_commit": None, "params_hash": "sha256:" + "a" * 64,
+    "params_profile": {"path": "/p/default.yaml", "name": "default", "version": 1, "overrides": {}},
+    "package_versions": {"torch": "2.13.0"},
+    "bertscore_hash": "all-MiniLM-L6-v2_L6_no-idf_version=0.3.13(hug_trans=5.24.0)",
+}
+
+
 def test_a_report_with_the_judge_validates(config, cache):
     table = mixed_table()
     outcome, _ = run(table, config, cache)
@@ -522,7 +569,7 @@ def test_a_report_with_the_judge_validates(config, cache):
         dataset={"name": "t", "split": "sample"},
         models={"generator": "g", "bertscore": "b", "sentence_transformer": "s"},
         canonical=table, scored=scored_for(table),
-        load_counts={"n_input_rows": 6}, k=5, provenance={"git_commit": None},
+        load_counts=LOAD_COUNTS, k=5, provenance=PROVENANCE,
         judge=json.loads(json.dumps(judged)))
     try:
         validate_report(report)

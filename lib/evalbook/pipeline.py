@@ -176,11 +176,13 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
         result = {"summary": not_run(reason, config), "models_judge": None, "records": {}}
     else:
         cache = JudgeCache(Path(judge_cache_path(ctx.profile)))
+        bar, progress = judge_progress(ctx)
         try:
             outcome = judge_table(canonical, config, cache, relevance_embedder(ctx),
                                   seed=config["sample_seed"], http_transport=http_transport,
-                                  progress=judge_progress(ctx))
+                                  progress=progress)
         finally:
+            bar.close()
             cache.close()
         result = {"summary": outcome.summary, "models_judge": outcome.models_judge,
                   "records": outcome.records}
@@ -202,7 +204,7 @@ def relevance_embedder(ctx: StageContext):
 
 
 def judge_progress(ctx: StageContext):
-    """A progress callback showing replies done, cache hits and errors."""
+    """A progress bar and its callback, showing replies done, calls, cache hits and errors."""
     from tqdm import tqdm as text_tqdm
     from tqdm.auto import tqdm
 
@@ -214,7 +216,7 @@ def judge_progress(ctx: StageContext):
         bar.set_postfix(calls=sum(m.calls for m in totals), cache_hits=sum(m.cache_hits for m in totals),
                         errors=sum(m.errors for m in totals))
 
-    return update
+    return bar, update
 
 
 def judge_results(ctx: StageContext) -> dict[str, Any]:

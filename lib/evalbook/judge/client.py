@@ -101,6 +101,7 @@ class MetricStats:
     errors: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    replies_without_usage: int = 0
 
 
 @dataclass
@@ -203,6 +204,8 @@ class JudgeClient:
         cached = self.cache.get(request.key)
         if cached is not None:
             stats.cache_hits += 1
+            if cached.get("system_fingerprint"):
+                self.stats.system_fingerprints.add(cached["system_fingerprint"])
             return JudgeReply(request=request, cached=True, **cached)
         reply = JudgeReply(request=request)
         for attempt in range(self.settings.max_retries + 1):
@@ -271,6 +274,8 @@ class JudgeClient:
         reply.text = choice.message.content
         reply.finish_reason = choice.finish_reason
         usage = response.usage
+        if usage is None:
+            stats.replies_without_usage += 1
         reply.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         reply.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         stats.prompt_tokens += reply.prompt_tokens

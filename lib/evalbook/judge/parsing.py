@@ -2,7 +2,7 @@
 
 What is accepted, deliberately:
 - the JSON object alone, or wrapped in a Markdown code fence, or with prose around it (the
-  first `{` to the last `}` is taken);
+  first complete object starting at the first `{` is taken; text after it is ignored);
 - raw control characters (newlines, tabs) inside JSON strings, which small models emit and
   strict `json.loads` rejects; they carry no ambiguity, so `strict=False` is used.
 Anything else (no object, invalid JSON, an object that breaks the schema, a reply cut off by
@@ -36,12 +36,12 @@ def parse_reply(raw: str | None, schema: dict[str, Any], finish_reason: str | No
     fenced = FENCE.match(text)
     if fenced:
         text = fenced.group(1)
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
+    start = text.find("{")
+    if start < 0:
         reason = "reply cut off by max_tokens" if finish_reason == "length" else "no JSON object in reply"
         raise Unparsed(reason, raw)
     try:
-        value = json.loads(text[start:end + 1], strict=False)
+        value, _ = json.JSONDecoder(strict=False).raw_decode(text, start)
     except json.JSONDecodeError as exc:
         prefix = "reply cut off by max_tokens; " if finish_reason == "length" else ""
         raise Unparsed(f"{prefix}invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", raw) from exc

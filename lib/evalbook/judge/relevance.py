@@ -36,7 +36,10 @@ def relevance_score(question_embedding: np.ndarray, generated_embeddings: np.nda
     generated = np.atleast_2d(np.asarray(generated_embeddings, dtype=np.float64))
     if generated.size == 0:
         return Score.unscored("the judge wrote no question")
-    similarities = cosine_matrix(np.atleast_2d(question_embedding), generated)[0]
+    try:
+        similarities = cosine_matrix(np.atleast_2d(question_embedding), generated)[0]
+    except ValueError as error:  # a zero embedding: cosine undefined
+        return Score.unscored(f"relevance undefined: {error}")
     return Score(float(similarities.mean()))
 
 

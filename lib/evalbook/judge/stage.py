@@ -70,7 +70,11 @@ def templates_for(config: dict[str, Any]) -> dict[str, PromptTemplate]:
 
 def describe_judge(config: dict[str, Any], templates: dict[str, PromptTemplate],
                    fingerprints: Sequence[str] = ()) -> dict[str, Any]:
-    """models.judge for the report; its label hashes everything that defines the judge."""
+    """models.judge for the report; its label hashes everything that defines the judge.
+
+    The server's system_fingerprint is recorded but not hashed into the label: it is known
+    only after the calls, while the label must be fixed before them (it keys comparisons).
+    """
     settings = settings_from(config)
     description = {
         "model": settings.model, "base_url_host": settings.host,
@@ -209,8 +213,9 @@ def metric_record(metric: str, score: Score, detail: dict[str, Any], config: dic
 # ---------------------------------------------------------------- the summary
 
 def cost_of(stats, prices: dict[str, float] | None) -> float | str:
-    """USD from the profile's prices per million tokens; "unknown" without prices, never 0."""
-    if not prices:
+    """USD from the profile's prices per million tokens; "unknown" without prices or when a
+    reply came without token usage, never a made-up 0."""
+    if not prices or stats.replies_without_usage:
         return "unknown"
     return (stats.prompt_tokens * prices["input_usd_per_million"]
             + stats.completion_tokens * prices["output_usd_per_million"]) / 1e6

@@ -1,0 +1,114 @@
+"""The API key never reaches a file, and a judge with nothing eligible fails through run_judge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from evalbook.judge.stage import NothingEligible
+from evalbook.pipeline import JUDGE, assemble_report, canonical_table, open_stage, run_judge, save_report
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "sk-test-DO-NOT-LEAK"
+
+
+def write_profile(tmp_path: Path, **judge_changes) -> Path:
+    values = yaml.safe_load((ROOT / "params" / "default.yaml").read_text())
+    values["outputs_root"] = str(tmp_path / "outputs")
+    for key in ("input_path", "predictions_path"):
+        values[key] = str(ROOT / values[key])
+    values["limit"] = 4
+    values["judge"].update(judge_changes)
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def reply_for(prompt: str) -> str:
+    if "strict fact checker" in prompt:
+        return json.dumps({"statements": [{"statement": "s", "verdict": 1, "justification": "j"}]})
+    if "You do not see the question" in prompt:
+        return json.dumps({"questions": ["What day are bins collected?", "Where does glass go?",
+                                         "How often is collection?"]})
+    return json.dumps({"criteria": [{"criterion": 1, "met": True, "rationale": "r"},
+                                    {"criterion": 2, "met": True, "rationale": "r"}]})
+
+
+class Server:
+    def __init__(self, expected_key: str | None):
+        self.expected_key = expected_key
+        self.models_checks = 0
+        self.completions = 0
+        self.authorizations: set[str] = set()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        authorization = request.headers.get("authorization", "")
+        self.authorizations.add(authorization)
+        if self.expected_key is not None and authorization != f"Bearer {self.expected_key}":
+            return httpx.Response(401, json={"error": {"message": "bad key"}})
+        if request.method == "GET" and request.url.path.endswith("/models"):
+            self.models_checks += 1
+            return httpx.Response(200, json={"object": "list", "data": [
+                {"id": "gemma3-270m", "object": "model", "created": 0, "owned_by": "me"}]})
+        assert request.url.path.endswith("/chat/completions"), request.url
+        self.completions += 1
+        prompt = json.loads(request.content)["messages"][0]["content"]
+        return httpx.Response(200, json={
+            "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply_for(prompt)},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+            "system_fingerprint": "fp_1"})
+
+
+def files_holding(root: Path, needle: bytes) -> list[Path]:
+    return [path for path in sorted(root.rglob("*")) if path.is_file() and needle in path.read_bytes()]
+
+
+def test_the_api_key_leaves_no_trace_in_any_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    ctx = open_stage(str(write_profile(tmp_path, api_key_env="OPENAI_API_KEY")))
+    server = Server(expected_key=SECRET)
+    result = run_judge(ctx, canonical_table(ctx), http_transport=httpx.MockTransport(server))
+
+    # the judge really ran with the key: it was sent, and the calls were answered
+    assert server.models_checks == 1
+    assert server.authorizations == {f"Bearer {SECRET}"}
+    assert result["summary"]["status"] == "ran", result["summary"]["reason"]
+    assert server.completions > 0
+    assert result["summary"]["totals"]["errors"] == 0
+    report_path = save_report(ctx, assemble_report(ctx))
+    report = json.loads(report_path.read_text())
+    assert report["judge_summary"]["status"] == "ran"
+
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    names = {p.name for p in written}
+    assert {"judge-cache.sqlite", JUDGE, "report.json"} <= names
+    assert files_holding(tmp_path, SECRET.encode("utf-8")) == []
+    assert files_holding(tmp_path, SECRET.encode("utf-16-le")) == []
+
+
+def test_the_leak_check_would_see_a_key_in_the_cache(tmp_path):
+    """The scan reads sqlite files too: a key stored there would be found."""
+    from evalbook.judge.cache import JudgeCache
+
+    cache = JudgeCache(tmp_path / "c.sqlite")
+    cache.put("k", {"text": SECRET})
+    cache.close()
+    assert files_holding(tmp_path, SECRET.encode("utf-8")) == [tmp_path / "c.sqlite"]
+
+
+def test_nothing_eligible_fails_the_judge_stage_loudly(tmp_path):
+    ctx = open_stage(str(write_profile(tmp_path, eligible_sources=["NoSuchPolicy"])))
+    server = Server(expected_key=None)
+    with pytest.raises(NothingEligible) as info:
+        run_judge(ctx, canonical_table(ctx), http_transport=httpx.MockTransport(server))
+    message = str(info.value)
+    assert "4 answer(s)" in message and "none is eligible" in message
+    assert "NoSuchPolicy" in message
+    assert server.completions == 0
+    assert not ctx.artifact(JUDGE).exists()  # no judge.json, so no report can claim a pass
