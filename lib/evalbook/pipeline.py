@@ -208,13 +208,15 @@ def judge_progress(ctx: StageContext):
     from tqdm import tqdm as text_tqdm
     from tqdm.auto import tqdm
 
-    bar = (tqdm if ctx.interactive else text_tqdm)(desc="judging", unit="reply")
+    # An executed notebook keeps every line a text bar prints, so it redraws at most every 15 s.
+    bar = tqdm(desc="judging", unit="reply") if ctx.interactive else \
+        text_tqdm(desc="judging", unit="reply", mininterval=15)
 
     def update(reply, stats) -> None:
         totals = stats.per_metric.values()
-        bar.update(1)
         bar.set_postfix(calls=sum(m.calls for m in totals), cache_hits=sum(m.cache_hits for m in totals),
-                        errors=sum(m.errors for m in totals))
+                        errors=sum(m.errors for m in totals), refresh=False)
+        bar.update(1)
 
     return bar, update
 

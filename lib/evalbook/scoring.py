@@ -14,6 +14,7 @@ limit gets a pass of its own for each.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -70,23 +71,31 @@ def read_baseline(path: str, num_layers: int) -> tuple[float, float, float]:
     return tuple(float(row.iloc[0][c]) for c in ("P", "R", "F"))  # type: ignore[return-value]
 
 
+@contextmanager
+def quiet_weight_loading():
+    """Hide transformers' weight-loading bar: loading takes a fraction of a second, and the bar
+    would only clutter the notebook."""
+    from transformers.utils import logging as transformers_logging
+
+    bars_were_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars_were_on:
+            transformers_logging.enable_progress_bar()
+
+
 class TokenEncoder:
     """One transformer, loaded once, returning per-token hidden states of chosen layers."""
 
     def __init__(self, folder: Path, keep_layers: int | None = None):
         from transformers import AutoModel, AutoTokenizer
-        from transformers.utils import logging as transformers_logging
 
         self.folder = folder
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        # Loading takes a fraction of a second; its progress bar would only clutter the notebook.
-        bars_were_on = transformers_logging.is_progress_bar_enabled()
-        transformers_logging.disable_progress_bar()
-        try:
+        with quiet_weight_loading():
             model = AutoModel.from_pretrained(str(folder))
-        finally:
-            if bars_were_on:
-                transformers_logging.enable_progress_bar()
         model.eval()
         total = model.config.num_hidden_layers
         keep_layers = total if keep_layers is None else keep_layers

@@ -280,7 +280,10 @@ def not_run(reason: str, config: dict[str, Any] | None) -> dict[str, Any]:
 def local_embedder(folder: Path) -> Callable[[list[str]], np.ndarray]:
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(folder))
+    from evalbook.scoring import quiet_weight_loading
+
+    with quiet_weight_loading():
+        model = SentenceTransformer(str(folder))
     return lambda texts: model.encode(list(texts), convert_to_numpy=True)
 
 
