@@ -582,3 +582,15 @@ def test_a_report_with_the_judge_validates(config, cache):
     assert examples["e6"]["judge"]["groundedness"]["score"] is None
     assert examples["e3"]["judge"]["status"] == "not_eligible"
     assert examples["e1"]["judge"]["label"] == outcome.models_judge["label"]
+
+
+def test_criteria_are_judged_against_the_whole_conversation_when_there_is_one():
+    from evalbook.judge import criteria
+
+    turns = [{"role": "user", "content": "Hi, about parking."}, {"role": "assistant", "content": "Which zone?"},
+             {"role": "user", "content": "Zone B."}, {"role": "assistant", "content": "Zone B permits cost £40."}]
+    fields = criteria.prompt_fields("Zone B.", "Zone B permits cost £40.", ["Asks at most one question."], turns)
+    assert fields["transcript"] == ("USER: Hi, about parking.\nASSISTANT: Which zone?\n"
+                                    "USER: Zone B.\nASSISTANT: Zone B permits cost £40.")
+    single = criteria.prompt_fields("Q?", "A.", ["g"])
+    assert single["transcript"] == "USER: Q?\nASSISTANT: A."

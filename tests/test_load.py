@@ -760,3 +760,32 @@ def test_hf_path_without_the_hub_fails_at_once_naming_the_hub(monkeypatch):
         load_evaluation_set("hf://datasets/neural-bridge/rag-dataset-12000")
     assert "file hf://datasets/neural-bridge/rag-dataset-12000" in str(info.value)
     assert "Hugging Face hub" in str(info.value) and "not reachable" in str(info.value)
+
+
+# ---------------------------------------------------------------- multi-turn conversations
+
+CONVERSATION = [{"role": "user", "content": "Hello, a question about the pier."},
+                {"role": "assistant", "content": "Which pier?"},
+                {"role": "user", "content": "Pier 1. What colour is its lantern?"},
+                {"role": "assistant", "content": "It is ochre."}]
+
+
+def test_conversation_round_trips_through_the_canonical_table(tmp_path):
+    rows = [example(1, generated_answer="It is ochre.", conversation=CONVERSATION),
+            example(2, generated_answer="Ochre.")]
+    path = write_jsonl(tmp_path / "examples.jsonl", rows)
+    table = load_evaluation_set(str(path)).table
+    written = tmp_path / "canonical.parquet"
+    write_canonical(table, written)
+    back = read_canonical(written)
+    assert [dict(turn) for turn in back["conversation"][0]] == CONVERSATION
+    assert back["conversation"][1] is None
+
+
+@pytest.mark.parametrize("bad", [[], [{"role": "user"}], [{"role": "user", "content": 3}], "hello"])
+def test_a_malformed_conversation_names_file_column_and_row(tmp_path, bad):
+    rows = [example(1, generated_answer="g"), example(2, generated_answer="g", conversation=bad)]
+    path = write_jsonl(tmp_path / "examples.jsonl", rows)
+    with pytest.raises(LoadError) as info:
+        load_evaluation_set(str(path))
+    assert_names(info.value, path, "conversation", [2])

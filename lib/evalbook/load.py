@@ -27,6 +27,8 @@ from evalbook.models import hub_reachable
 EXAMPLE_TEXT_COLUMNS = ("question", "context", "answer")
 LIST_COLUMNS = ("retrieved_ids", "retrieved_contexts")
 OPTIONAL_TEXT_COLUMNS = ("gold_id", "source")
+CONVERSATION = "conversation"  # optional multi-turn transcript: [{"role": ..., "content": ...}, ...]
+PREDICTION_COLUMNS = (*LIST_COLUMNS, "source", CONVERSATION)
 SHOWN_ROWS = 10
 
 CANONICAL_SCHEMA = pa.schema([
@@ -43,6 +45,7 @@ CANONICAL_SCHEMA = pa.schema([
     pa.field("retrieved_ids", pa.list_(pa.string())),
     pa.field("retrieved_contexts", pa.list_(pa.string())),
     pa.field("source", pa.string()),
+    pa.field(CONVERSATION, pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
 ])
 
 
@@ -105,7 +108,7 @@ def _read_parquet(path: str, filesystem=None) -> pd.DataFrame:
     for column in table.schema:
         if pa.types.is_large_string(column.type) or pa.types.is_string(column.type):
             continue
-        if column.name in LIST_COLUMNS or column.name == "id":
+        if column.name in (*LIST_COLUMNS, CONVERSATION) or column.name == "id":
             continue
         if column.name in (*EXAMPLE_TEXT_COLUMNS, "generated_answer", *OPTIONAL_TEXT_COLUMNS) \
                 and not pa.types.is_null(column.type):
@@ -141,7 +144,7 @@ def _read_csv(path: str) -> pd.DataFrame:
     for column in OPTIONAL_TEXT_COLUMNS:
         if column in frame.columns:
             frame[column] = [None if text.strip() == "" else text for text in frame[column]]
-    for column in LIST_COLUMNS:
+    for column in (*LIST_COLUMNS, CONVERSATION):
         if column in frame.columns:
             frame[column] = [_parse_csv_list(path, column, i + 1, text)
                              for i, text in enumerate(frame[column])]
@@ -154,7 +157,8 @@ def _parse_csv_list(path: str, column: str, row: int, text: str):
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise LoadError(path, "must be a JSON list of strings", column=column, rows=[row]) from exc
+        items = "strings" if column in LIST_COLUMNS else '{"role", "content"} turns'
+        raise LoadError(path, f"must be a JSON list of {items}", column=column, rows=[row]) from exc
     return value
 
 
@@ -244,7 +248,24 @@ def _normalise_ids(frame: pd.DataFrame, path: str, generated: bool) -> pd.Series
     return ids
 
 
+def _check_conversation(frame: pd.DataFrame, path: str) -> None:
+    bad = []
+    for row, value in zip(frame["__row"].tolist(), frame[CONVERSATION].tolist()):
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            continue
+        turns = list(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+        if not turns or not all(isinstance(t, dict) and set(t) == {"role", "content"}
+                                and isinstance(t["role"], str) and isinstance(t["content"], str)
+                                for t in turns):
+            bad.append(row)
+    if bad:
+        raise LoadError(path, 'must be a non-empty list of {"role": text, "content": text} turns',
+                        column=CONVERSATION, rows=bad)
+
+
 def _validate_optional(frame: pd.DataFrame, path: str) -> None:
+    if CONVERSATION in frame.columns:
+        _check_conversation(frame, path)
     for column in LIST_COLUMNS:
         if column in frame.columns:
             _check_list(frame, path, column)
@@ -299,14 +320,14 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
         predictions["id"] = _normalise_ids(predictions, predictions_path, generated=False)
         _check_text(predictions, predictions_path, "generated_answer", allow_null=True)
         _validate_optional(predictions, predictions_path)
-        for column in (*LIST_COLUMNS, "source"):
+        for column in PREDICTION_COLUMNS:
             if column in predictions.columns and column in examples.columns:
                 raise LoadError(input_path, f"{column!r} is given both here and in the predictions "
                                 f"file {predictions_path}; keep one", column=column)
         n_predictions = len(predictions)
         known = set(examples["id"])
         unmatched = [i for i in predictions["id"] if i not in known]
-        carried = [c for c in ("generated_answer", *LIST_COLUMNS, "source") if c in predictions.columns]
+        carried = [c for c in ("generated_answer", *PREDICTION_COLUMNS) if c in predictions.columns]
         joined = examples.merge(predictions[["id", *carried]], on="id", how="left")
 
     positions = _sample_positions(len(joined), limit, seed)
@@ -361,6 +382,7 @@ def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
         "retrieved_ids": _column_or_null(frame, "retrieved_ids"),
         "retrieved_contexts": _column_or_null(frame, "retrieved_contexts"),
         "source": _column_or_null(frame, "source"),
+        CONVERSATION: _column_or_null(frame, CONVERSATION),
     }
     arrow = pa.Table.from_pydict(columns, schema=CANONICAL_SCHEMA)
     return arrow.to_pandas()

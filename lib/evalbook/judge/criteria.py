@@ -1,5 +1,8 @@
 """Criteria: natural-language goals judged against the transcript, each with a rationale.
 
+The transcript is the example's multi-turn `conversation` when the data has one, else the
+question and the answer.
+
 The judge returns, for every criterion, whether the assistant met it and why. The example's
 score is the share of criteria met: 0-1, higher is better; each criterion's own pass rate is
 reported too. A reply that skips or reorders criteria is unscored.
@@ -31,13 +34,18 @@ def schema(n_criteria: int) -> dict[str, Any]:
     }
 
 
-def transcript(question: str, answer: str) -> str:
+def transcript(question: str, answer: str, conversation: Sequence[dict[str, str]] | None = None) -> str:
+    """The text the criteria are judged against: the whole conversation when the data has one
+    (its turns in order, ending with the judged answer), else the question and the answer."""
+    if conversation is not None and len(conversation):
+        return "\n".join(f"{turn['role'].upper()}: {turn['content']}" for turn in conversation)
     return f"USER: {question}\nASSISTANT: {answer}"
 
 
-def prompt_fields(question: str, answer: str, goals: Sequence[str]) -> dict[str, str]:
+def prompt_fields(question: str, answer: str, goals: Sequence[str],
+                  conversation: Sequence[dict[str, str]] | None = None) -> dict[str, str]:
     listed = "\n".join(f"{number}. {goal}" for number, goal in enumerate(goals, start=1))
-    return {"transcript": transcript(question, answer), "criteria": listed}
+    return {"transcript": transcript(question, answer, conversation), "criteria": listed}
 
 
 def criteria_score(met: Sequence[bool]) -> Score:

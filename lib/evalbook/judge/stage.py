@@ -167,7 +167,9 @@ def build_requests(rows: pd.DataFrame, config: dict[str, Any],
             elif metric == "relevance":
                 fields, schema = relevance.prompt_fields(answer, n_questions), relevance.schema(n_questions)
             else:
-                fields, schema = criteria.prompt_fields(row.question, answer, goals), criteria.schema(len(goals))
+                conversation = getattr(row, "conversation", None)
+                fields = criteria.prompt_fields(row.question, answer, goals, conversation)
+                schema = criteria.schema(len(goals))
             prompt = template.render(**fields)
             if settings.structured_output == "json_instructions":
                 prompt += "\n\nThe JSON must match this JSON Schema:\n" + json.dumps(schema)
