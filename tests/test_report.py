@@ -50,6 +50,7 @@ def canonical_frame(with_missing: bool = True) -> pd.DataFrame:
         "retrieved_ids": pd.Series([["d1", "x"], ["x", "y", "d2"], ["x"], None, None], dtype=object),
         "retrieved_contexts": pd.Series([None] * 5, dtype=object),
         "source": pd.Series(["sysA", "sysA", "sysB", None, "sysA"], dtype=object),
+        "conversation": pd.Series([None] * 5, dtype=object),
     })
 
 
