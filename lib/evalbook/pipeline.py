@@ -22,7 +22,7 @@ import pandas as pd
 from evalbook import load as load_module
 from evalbook.models import resolve_profile_models
 from evalbook.params import Profile, judge_cache_path, load_profile
-from evalbook.report import build_report, git_commit, package_versions, write_new, write_report
+from evalbook.report import build_report, git_commit, package_versions, write_atomically, write_report
 from evalbook.scoring import METRIC_COLUMNS, AnswerScorer, score_answers
 from evalbook.stats import summarize
 
@@ -49,10 +49,9 @@ class StageContext:
         return self.run_dir / name
 
     def write_bytes(self, name: str, data: bytes) -> Path:
+        """Write an artifact: write-once in a run folder, replaced freely in the scratch folder."""
         path = self.artifact(name)
-        if self.interactive and path.exists():
-            path.unlink()
-        write_new(path, data)
+        write_atomically(path, data, overwrite=self.interactive)
         return path
 
     def write_json(self, name: str, value: Any) -> Path:

@@ -162,37 +162,32 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
     }
 
 
+def write_atomically(path: Path, data: bytes, overwrite: bool = False) -> None:
+    """Write `data` to `path` through a temporary file in the same folder, so no reader ever
+    sees half a file. Without `overwrite` an existing file is refused (FileExistsError); with
+    it, the earlier file is replaced only once the new one is complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        if overwrite:
+            os.replace(temporary, path)
+        else:
+            os.link(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
 def write_new(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically, refusing to replace an existing file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.link(temporary, path)
-    finally:
-        os.unlink(temporary)
-
-
-def replace_file(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically, replacing any earlier file only once the new one is complete."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    write_atomically(path, data, overwrite=False)
 
 
 def write_report(report: dict[str, Any], path: Path, overwrite: bool = False) -> Path:
     """Validate, then write the report; an invalid report is not written at all."""
     validate_report(report)
     data = (json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-    if overwrite:
-        replace_file(path, data)
-    else:
-        write_new(path, data)
+    write_atomically(path, data, overwrite=overwrite)
     return path

@@ -45,8 +45,7 @@ def summarize(values: Iterable[Any]) -> dict[str, float | int | None]:
         "mean": float(present.mean()) if present.size else None,
     }
     for name, q in SUMMARY_PERCENTILES.items():
-        summary[name] = (float(np.percentile(present, q, method=PERCENTILE_METHOD))
-                         if present.size else None)
+        summary[name] = percentile(present, q)
     summary["n"] = int(present.size)
     summary["n_missing"] = int(missing)
     return summary
