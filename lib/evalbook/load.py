@@ -388,9 +388,14 @@ def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
     return arrow.to_pandas()
 
 
+def canonical_arrow(table: pd.DataFrame) -> pa.Table:
+    """The canonical table as Arrow, with its fixed schema."""
+    return pa.Table.from_pandas(table, schema=CANONICAL_SCHEMA, preserve_index=False)
+
+
 def write_canonical(table: pd.DataFrame, path: Path) -> None:
     """Write the canonical table as Parquet with its fixed schema."""
-    pq.write_table(pa.Table.from_pandas(table, schema=CANONICAL_SCHEMA, preserve_index=False), path)
+    pq.write_table(canonical_arrow(table), path)
 
 
 def read_canonical(path: Path) -> pd.DataFrame:

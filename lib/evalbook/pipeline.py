@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from evalbook import load as load_module
 from evalbook.models import resolve_profile_models
@@ -53,6 +55,12 @@ class StageContext:
         path = self.artifact(name)
         write_atomically(path, data, overwrite=self.interactive)
         return path
+
+    def write_table(self, name: str, table: pa.Table) -> Path:
+        """Write an Arrow table as Parquet, with write_bytes' rules."""
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        return self.write_bytes(name, sink.getvalue().to_pybytes())
 
     def write_json(self, name: str, value: Any) -> Path:
         text = json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
@@ -105,12 +113,7 @@ def run_load(ctx: StageContext) -> load_module.LoadResult:
         profile.path("input_path"), profile.path("predictions_path"),
         limit=profile["limit"], seed=profile["seed"], split=profile["dataset"]["split"],
         skip_incomplete=profile["skip_incomplete_examples"])
-    path = ctx.artifact(CANONICAL)
-    if ctx.interactive and path.exists():
-        path.unlink()
-    if path.exists():
-        raise StageError(f"{path} already exists; run folders are write-once")
-    load_module.write_canonical(result.table, path)
+    ctx.write_table(CANONICAL, load_module.canonical_arrow(result.table))
     ctx.write_json(LOAD_SUMMARY, {
         "counts": result.counts,
         "unmatched_prediction_ids": result.unmatched_prediction_ids,
@@ -140,12 +143,7 @@ def load_scorer(ctx: StageContext) -> AnswerScorer:
 def run_score(ctx: StageContext, canonical: pd.DataFrame, scorer: AnswerScorer) -> pd.DataFrame:
     scored = score_answers(canonical, scorer, ctx.profile["retrieval"]["k"],
                            text_progress=not ctx.interactive)
-    path = ctx.artifact(SCORED)
-    if ctx.interactive and path.exists():
-        path.unlink()
-    if path.exists():
-        raise StageError(f"{path} already exists; run folders are write-once")
-    scored.to_parquet(path, index=False)
+    ctx.write_table(SCORED, pa.Table.from_pandas(scored, preserve_index=False))
     ctx.write_json(SCORING_SUMMARY, scorer.provenance.as_dict())
     return scored
 

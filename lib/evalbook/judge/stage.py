@@ -26,7 +26,8 @@ from evalbook.judge.prompts import PromptTemplate, load_template
 from evalbook.judge.score import PLACEHOLDER_THRESHOLD, Score, score_levels, threshold_reading
 from evalbook.stats import summarize
 
-METRICS = ("groundedness", "relevance", "criteria")
+METRIC_MODULES = {"groundedness": groundedness, "relevance": relevance, "criteria": criteria}
+METRICS = tuple(METRIC_MODULES)
 MISSING_SOURCE = "(missing)"
 
 
@@ -64,8 +65,7 @@ def enabled_metrics(config: dict[str, Any]) -> list[str]:
 
 
 def templates_for(config: dict[str, Any]) -> dict[str, PromptTemplate]:
-    modules = {"groundedness": groundedness, "relevance": relevance, "criteria": criteria}
-    return {m: load_template(*modules[m].PROMPT) for m in enabled_metrics(config)}
+    return {m: load_template(*METRIC_MODULES[m].PROMPT) for m in enabled_metrics(config)}
 
 
 def describe_judge(config: dict[str, Any], templates: dict[str, PromptTemplate],
@@ -81,7 +81,7 @@ def describe_judge(config: dict[str, Any], templates: dict[str, PromptTemplate],
         "temperature": settings.temperature, "seed": settings.seed, "max_tokens": settings.max_tokens,
         "structured_output": settings.structured_output,
         "prompts": {m: {"id": t.id, "sha256": t.sha256} for m, t in templates.items()},
-        "metric_versions": {m: _module(m).METRIC_VERSION for m in templates},
+        "metric_versions": {m: METRIC_MODULES[m].METRIC_VERSION for m in templates},
         "relevance_embedding": config["embedding"]["name"],
         "criteria": list(config["metrics"]["criteria"]["goals"]),
         "ground_truth_column": config["ground_truth_column"],
@@ -90,10 +90,6 @@ def describe_judge(config: dict[str, Any], templates: dict[str, PromptTemplate],
     label = "judge-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
     return {**description, "label": label, "note": config.get("note"),
             "system_fingerprint": sorted(fingerprints) or None}
-
-
-def _module(metric: str):
-    return {"groundedness": groundedness, "relevance": relevance, "criteria": criteria}[metric]
 
 
 def server_reachable(settings: JudgeSettings, timeout: float = 3.0, http_transport=None) -> str | None:
@@ -175,7 +171,7 @@ def build_requests(rows: pd.DataFrame, config: dict[str, Any],
                 prompt += "\n\nThe JSON must match this JSON Schema:\n" + json.dumps(schema)
             key_parts = {"model": settings.model, "base_url": settings.base_url,
                          "template_sha256": template.sha256, "sampling": settings.sampling(),
-                         "metric": metric, "metric_version": _module(metric).METRIC_VERSION}
+                         "metric": metric, "metric_version": METRIC_MODULES[metric].METRIC_VERSION}
             requests.append(JudgeRequest(metric=metric, example_id=row.id, prompt=prompt,
                                          schema=schema, key_parts=key_parts))
     return requests
