@@ -17,7 +17,9 @@ from evalbook.params import (
     Profile,
     apply_overrides,
     find_root,
+    is_remote,
     load_profile,
+    local_outputs_root,
     parse_override,
     resolved_values,
     validate,
@@ -437,7 +439,9 @@ def test_resolved_values_makes_paths_absolute(root: Path):
     # everything else is unchanged, and the result is still a valid profile
     # The judge cache defaults to a file under the outputs root, shared by all runs.
     assert values["judge"]["cache_path"] == str(root / "outputs" / "judge-cache.sqlite")
-    for key in set(values) - {"input_path", "predictions_path", "outputs_root", "models", "judge"}:
+    assert values["local_outputs_root"] == str(root / "outputs")
+    for key in set(values) - {"input_path", "predictions_path", "outputs_root", "local_outputs_root",
+                              "models", "judge"}:
         assert values[key] == before[key], key
     validate(values, "resolved")
     json.dumps(values)
@@ -469,3 +473,34 @@ def test_resolved_profile_reloads_to_the_same_paths(root: Path, tmp_path: Path):
     reloaded = load_profile(copy_path)
     for key in params_module.PATH_KEYS:
         assert reloaded.path(key) == profile.path(key), key
+
+
+def test_an_s3_outputs_root_runs_in_the_local_outputs_root(project: Path, default_values):
+    default_values.update(outputs_root="s3://evalbook-reports/team/a", local_outputs_root="scratch")
+    profile = load_profile(_write(project / "params" / "s3.yaml", default_values))
+    assert is_remote(profile["outputs_root"])
+    assert local_outputs_root(profile) == project / "scratch"
+    values = resolved_values(profile)
+    assert values["outputs_root"] == "s3://evalbook-reports/team/a"
+    assert values["local_outputs_root"] == str(project / "scratch")
+    # the SQLite judge cache never goes to remote storage
+    assert values["judge"]["cache_path"] == str(project / "scratch" / "judge-cache.sqlite")
+
+
+def test_a_local_outputs_root_is_its_own_local_root(project: Path, default_values):
+    default_values.update(outputs_root="out", local_outputs_root="ignored")
+    profile = load_profile(_write(project / "params" / "local.yaml", default_values))
+    assert not is_remote(profile["outputs_root"])
+    assert local_outputs_root(profile) == project / "out"
+
+
+@pytest.mark.parametrize("outputs_root", ["gs://bucket/x", "s3://", "s3://Bad_Bucket/x", "http://host/x"])
+def test_outputs_root_accepts_only_local_folders_and_s3(project: Path, default_values, outputs_root):
+    default_values["outputs_root"] = outputs_root
+    with pytest.raises(ParamsError, match="outputs_root"):
+        load_profile(_write(project / "params" / "bad.yaml", default_values))
+
+
+def _write(path: Path, values: dict) -> Path:
+    path.write_text(yaml.safe_dump(values, sort_keys=False), "utf-8")
+    return path

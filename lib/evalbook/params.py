@@ -18,7 +18,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-PATH_KEYS = ("input_path", "predictions_path", "outputs_root")
+PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_root")
+DEFAULT_LOCAL_OUTPUTS_ROOT = "outputs"
 # Keys whose values are text: `-p env=2026` or `-p generator=3.5` must stay strings.
 TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator",
                        "dataset.name", "dataset.split"))
@@ -202,13 +203,32 @@ def resolved_values(profile: Profile) -> dict[str, Any]:
         values[key] = profile.path(key)
     baseline = values["models"]["bertscore"].get("baseline_path")
     values["models"]["bertscore"]["baseline_path"] = resolve_path(baseline, profile.root)
+    values["local_outputs_root"] = str(local_outputs_root(profile))
     values["judge"]["cache_path"] = judge_cache_path(profile)
     return values
 
 
+def is_remote(location: str | None) -> bool:
+    """True for a URL such as `s3://bucket/prefix` (anything with a scheme but file://)."""
+    return location is not None and "://" in location and not location.startswith("file://")
+
+
+def local_outputs_root(profile: Profile) -> Path:
+    """Where runs execute and their local copies stay.
+
+    `outputs_root` itself when it is a local folder; when it is remote (`s3://...`),
+    `local_outputs_root` (default `outputs/`), from which finished runs are published.
+    """
+    if not is_remote(profile["outputs_root"]):
+        return Path(profile.path("outputs_root"))
+    configured = profile.values.get("local_outputs_root") or DEFAULT_LOCAL_OUTPUTS_ROOT
+    return Path(resolve_path(configured, profile.root))
+
+
 def judge_cache_path(profile: Profile) -> str:
-    """The judge cache: the profile's `judge.cache_path`, else `<outputs_root>/judge-cache.sqlite`."""
+    """The judge cache: the profile's `judge.cache_path`, else `judge-cache.sqlite` in the local
+    outputs root (a SQLite file is never kept on remote storage)."""
     configured = profile["judge"]["cache_path"]
     if configured is None:
-        return str(Path(profile.path("outputs_root")) / "judge-cache.sqlite")
+        return str(local_outputs_root(profile) / "judge-cache.sqlite")
     return resolve_path(configured, profile.root)

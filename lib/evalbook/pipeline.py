@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from evalbook import load as load_module
 from evalbook.models import resolve_profile_models
-from evalbook.params import Profile, judge_cache_path, load_profile
+from evalbook.params import Profile, judge_cache_path, load_profile, local_outputs_root
 from evalbook.report import build_report, git_commit, package_versions, write_atomically, write_report
 from evalbook.scoring import METRIC_COLUMNS, AnswerScorer, score_answers
 from evalbook.stats import summarize
@@ -87,7 +87,7 @@ def open_stage(params_path: str, run_dir: str | None = None, run_id: str | None 
     """Load and validate the profile and settle where this stage reads and writes."""
     profile = load_profile(params_path)
     if run_dir is None:
-        folder = Path(profile.path("outputs_root")) / profile["env"] / "interactive"
+        folder = local_outputs_root(profile) / profile["env"] / "interactive"
         folder.mkdir(parents=True, exist_ok=True)
         return StageContext(profile, folder, run_id or profile["run_id"] or str(uuid.uuid4()), True)
     folder = Path(run_dir)
