@@ -8,7 +8,7 @@ BENCH_PAIRS ?= 2000
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
   -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: run test bench judge-server setup venv clean-venv
+.PHONY: run test bench judge-server setup browser compare diff venv clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
@@ -34,11 +34,33 @@ setup: $(STAMP)
 	  git config merge.jupyternotebook.driver "$(CURDIR)/$(VENV)/bin/git-nbmergedriver merge %O %A %B %L %P"; \
 	fi
 
+# Headless Chromium (Debian's package) for the HTML tests, which open the shared reports with
+# networking disabled. Installed with apt when missing and apt can be used; otherwise a note.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  (apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 || \
+	   (apt-get update >/dev/null && apt-get install -y --no-install-recommends chromium >/dev/null)); \
+	elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1; then \
+	  sudo apt-get update >/dev/null && sudo apt-get install -y --no-install-recommends chromium >/dev/null; \
+	else echo "note: chromium is not installed; the browser tests need it (Debian: apt-get install chromium)" >&2; fi
+
+# ARGS passes overrides, e.g. make run ARGS="-p predictions_path=data/sample/predictions-truncated.jsonl"
 run: setup
-	$(PY) -m evalbook run --params $(PARAMS)
+	$(PY) -m evalbook run --params $(PARAMS) $(ARGS)
+
+# Compare two runs (05_compare): the two latest successful runs, or A=<run id|report> B=<...>.
+compare: setup
+	$(PY) -m evalbook compare --params $(PARAMS) $(if $(A),--baseline $(A)) $(if $(B),--candidate $(B)) $(ARGS)
+
+# The nbdime diff of two runs' executed notebooks (sources and injected parameters, no
+# outputs or timestamps), and of their resolved params: make diff A=<run id> B=<run id>
+diff: setup
+	$(PY) -m evalbook diff --params $(PARAMS) $(A) $(B)
 
 # pytest exits 5 when it collects no tests; that is a failure here, not a pass.
-test: setup
+test: setup browser
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; \
 	exit $$rc

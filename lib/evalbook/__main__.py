@@ -1,7 +1,13 @@
-"""Command line: `python -m evalbook run --params <file> [-p key=value ...]`.
+"""Command line: `python -m evalbook run|compare|diff ...`.
 
-The last line printed on stdout is the absolute path of the report JSON. Exit codes: 0 on
-success, 1 when a stage fails, 2 when the profile, an override or a model is unusable.
+- `run --params <file> [-p key=value ...]`: the last line on stdout is the report's location
+  (its absolute path, or its s3:// URL when the outputs root is on S3).
+- `compare [--baseline <run id|report>] [--candidate <...>]`: runs 05_compare; the last line on
+  stdout is the comparison JSON's location. Without runs, the two latest successful runs.
+- `diff <run id> <run id>`: the params diff and the nbdime diff of the executed notebooks.
+
+Exit codes: 0 on success, 1 when a stage or an upload fails, 2 when the profile, an override, a
+model or a named run is unusable. A comparison never fails on what it finds: it is a report.
 """
 
 from __future__ import annotations
@@ -10,33 +16,85 @@ import argparse
 import sys
 
 from evalbook.models import ModelUnavailableError
-from evalbook.params import ParamsError
-from evalbook.runner import RunFailed, run_pipeline
+from evalbook.params import ParamsError, load_profile, local_outputs_root
+from evalbook.runner import PublishFailed, RunFailed, run_comparison, run_pipeline
+
+
+def _run(args: argparse.Namespace) -> int:
+    result = run_pipeline(args.params, args.overrides)
+    print(f"run folder: {result.run_dir}")
+    for stage in result.stages:
+        for key in ("html", "html_noinput"):
+            if stage.get(key):
+                print(f"{stage['stage']} {'HTML' if key == 'html' else 'HTML without code'}: {stage[key]}")
+    if result.published:
+        print(f"published {len(result.published)} objects")
+    print(result.report_location)
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    parameters = {"resamples": args.resamples, "seed": args.seed, "confidence": args.confidence,
+                  "n_regressions": args.regressions}
+    result = run_comparison(args.params, args.baseline, args.candidate, parameters)
+    print(f"comparison folder: {result.output_dir}")
+    if result.html:
+        print(f"05_compare HTML: {result.html}")
+    print(result.location)
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from evalbook.rundiff import diff_runs, find_run_dir
+
+    profile = load_profile(args.params)
+    root = local_outputs_root(profile)
+    a, b = (find_run_dir(ref, root) for ref in (args.a, args.b))
+    diff_runs(a, b, color=sys.stdout.isatty())
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evalbook", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run load, score, (judge) and report with Papermill")
+    run = commands.add_parser("run", help="run load, score, judge and report with Papermill")
     run.add_argument("--params", required=True, help="params profile, e.g. params/default.yaml")
     run.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a profile value (dotted keys reach sections); repeatable")
+    run.set_defaults(handler=_run)
+
+    compare = commands.add_parser("compare", help="compare two runs with 05_compare (a report, never a gate)")
+    compare.add_argument("--params", default="params/default.yaml",
+                         help="profile giving the outputs root and env to look runs up in")
+    compare.add_argument("--baseline", help="baseline run id, or report path / s3:// URL")
+    compare.add_argument("--candidate", help="candidate run id, or report path / s3:// URL")
+    compare.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    compare.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
+    compare.add_argument("--regressions", type=int, default=10,
+                         help="largest per-example regressions to list per metric (default 10)")
+    compare.set_defaults(handler=_compare)
+
+    diff = commands.add_parser("diff", help="params and notebook-source diff of two runs (nbdime)")
+    diff.add_argument("--params", default="params/default.yaml", help="profile giving the outputs root")
+    diff.add_argument("a", help="run id (or run folder) A")
+    diff.add_argument("b", help="run id (or run folder) B")
+    diff.set_defaults(handler=_diff)
     args = parser.parse_args(argv)
 
+    from evalbook.rundiff import RunNotFound
+
     try:
-        result = run_pipeline(args.params, args.overrides)
-    except (ParamsError, ModelUnavailableError) as error:
+        return args.handler(args)
+    except (ParamsError, ModelUnavailableError, RunNotFound, LookupError, FileNotFoundError) as error:
         print(f"evalbook: {error}", file=sys.stderr)
         return 2
-    except RunFailed as error:
-        print(f"evalbook: run failed\n{error}", file=sys.stderr)
+    except PublishFailed as error:
+        print(f"evalbook: upload failed\n{error}", file=sys.stderr)
         return 1
-    print(f"run folder: {result.run_dir}")
-    for stage in result.stages:
-        if stage.get("html"):
-            print(f"{stage['stage']} HTML: {stage['html']}")
-    print(result.report_path.resolve())
-    return 0
+    except RunFailed as error:
+        print(f"evalbook: {args.command} failed\n{error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,84 @@
+"""What changed between two runs: their resolved params and their executed notebooks' sources.
+
+`make diff A=<run id> B=<run id>` prints a unified diff of the two `params.yaml` files, then the
+nbdime diff of each stage notebook both runs executed, restricted to cell sources. Papermill
+writes the run's parameters into an injected cell, so a changed parameter shows there; outputs,
+execution counts and timestamps live elsewhere in the notebook and are left out.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from evalbook.runner import STAGES
+
+
+# nbdime's file headers carry the files' modification times; a run diff leaves them out.
+_HEADER_TIME = re.compile(r"^((?:---|\+\+\+) \S+)\s+\d{4}-\d\d-\d\d[ T][\d:.]+\s*$", re.MULTILINE)
+
+
+class RunNotFound(LookupError):
+    """A run id or folder that names no run under the outputs root."""
+
+
+def find_run_dir(ref: str, local_root: Path, env: str | None = None) -> Path:
+    """The run folder of `ref`: a run folder path, or a run id looked up under the outputs root."""
+    as_path = Path(ref)
+    if as_path.is_dir() and (as_path / "params.yaml").is_file():
+        return as_path.resolve()
+    envs = env or "*"
+    matches = sorted(local_root.glob(f"{envs}/eval-runs/*/*/*/{ref}"))
+    matches = [m for m in matches if m.is_dir()]
+    if not matches:
+        raise RunNotFound(f"no run {ref!r} under {local_root}/{envs}/eval-runs/<yyyy>/<mm>/<dd>/")
+    if len(matches) > 1:
+        listed = "\n".join(f"  {m}" for m in matches)
+        raise RunNotFound(f"run id {ref!r} matches several run folders:\n{listed}")
+    return matches[0]
+
+
+def params_diff(a: Path, b: Path) -> list[str]:
+    """Unified diff lines of two runs' resolved params (run_id and paths included)."""
+    left, right = a / "params.yaml", b / "params.yaml"
+    return list(difflib.unified_diff(left.read_text("utf-8").splitlines(),
+                                     right.read_text("utf-8").splitlines(),
+                                     fromfile=str(left), tofile=str(right), lineterm=""))
+
+
+def notebook_diff(a: Path, b: Path, color: bool = False) -> str:
+    """nbdime's diff of two notebooks' cell sources (no outputs, metadata or ids)."""
+    command = [sys.executable, "-m", "nbdime", "diff", "--sources"]
+    if not color:
+        command.append("--no-color")
+    done = subprocess.run([*command, str(a), str(b)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"nbdime diff {a} {b} failed ({done.returncode}): {done.stderr.strip()}")
+    return _HEADER_TIME.sub(r"\1", done.stdout)
+
+
+def diff_runs(a: Path, b: Path, out: TextIO = sys.stdout, color: bool = False) -> int:
+    """Print the params diff and each shared stage notebook's diff; the number of differing parts."""
+    differing = 0
+    lines = params_diff(a, b)
+    print(f"## params.yaml: {'differs' if lines else 'identical'}", file=out)
+    for line in lines:
+        print(line, file=out)
+    differing += bool(lines)
+    for stage in STAGES:
+        left, right = a / f"{stage}.ipynb", b / f"{stage}.ipynb"
+        if not (left.is_file() and right.is_file()):
+            missing = [str(p) for p in (left, right) if not p.is_file()]
+            print(f"\n## {stage}: not executed in both runs (missing {', '.join(missing)})", file=out)
+            continue
+        text = notebook_diff(left, right, color=color)
+        print(f"\n## {stage}.ipynb: {'sources differ' if text.strip() else 'identical sources'}",
+              file=out)
+        if text.strip():
+            print(text.rstrip("\n"), file=out)
+            differing += 1
+    return differing
