@@ -35,7 +35,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     parameters = {"resamples": args.resamples, "seed": args.seed, "confidence": args.confidence,
-                  "n_regressions": args.regressions}
+                  "tolerance": args.tolerance, "n_regressions": args.regressions}
     result = run_comparison(args.params, args.baseline, args.candidate, parameters)
     print(f"comparison folder: {result.output_dir}")
     if result.html:
@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     compare.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     compare.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
+    compare.add_argument("--tolerance", type=float, default=1e-6,
+                         help="a |delta| at or below this counts as unchanged (default 1e-6)")
     compare.add_argument("--regressions", type=int, default=10,
                          help="largest per-example regressions to list per metric (default 10)")
     compare.set_defaults(handler=_compare)
