@@ -1,0 +1,660 @@
+"""Figures and tables of a run's report (report-v1), and of the per-example changes between runs.
+
+Every builder reads the validated report dict that `evalbook.report.build_report` writes and
+draws what the report holds: means, thresholds and pass rates come from its summaries, scores
+from its examples. A metric has one label and one colour everywhere (`METRIC_STYLE`), taken
+from seaborn's colour-blind palette.
+
+No data: a figure builder returns None when there is nothing to draw (no retrieval data, the
+judge did not run, no score); `no_data_reason(report, builder)` says why, for the notebook to
+print. Table builders return an empty frame with their usual columns instead.
+
+Figures are made through pyplot and detached from it at once (`plt.close`), so Jupyter shows a
+figure only when a cell returns or displays it, and none piles up in pyplot's registry. Nothing
+here calls `plt.show`.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator, PercentFormatter
+from pandas.io.formats.style import Styler
+
+from evalbook.report import write_atomically
+
+SIMILARITY_METRICS = ("bertscore_f1", "bertscore_precision", "bertscore_recall", "sentence_cosine")
+JUDGE_METRICS = ("groundedness", "relevance", "criteria")
+DELTA_COLUMNS = ("id", "metric", "baseline", "candidate", "delta")
+UNSCORED_COLUMNS = ("id", "metric", "reason", "raw_reply")
+TEXT_COLUMNS = ("question", "reference_answer", "generated_answer")
+MAX_POINT_LABELS = 20  # above this many distinct points, labels would hide the points
+
+_PALETTE = sns.color_palette("colorblind").as_hex()
+
+
+@dataclass(frozen=True)
+class MetricStyle:
+    """How a metric is named and coloured in every figure and table."""
+
+    label: str
+    colour: str
+    higher_is_better: bool = True
+
+
+METRIC_STYLE: dict[str, MetricStyle] = {
+    "bertscore_f1": MetricStyle("BERTScore F1", _PALETTE[0]),
+    "bertscore_precision": MetricStyle("BERTScore precision", _PALETTE[9]),
+    "bertscore_recall": MetricStyle("BERTScore recall", _PALETTE[2]),
+    "sentence_cosine": MetricStyle("sentence cosine", _PALETTE[1]),
+    "top_k_match": MetricStyle("top-k match", _PALETTE[7]),
+    "rank": MetricStyle("retrieval rank", _PALETTE[7], higher_is_better=False),
+    "groundedness": MetricStyle("groundedness", _PALETTE[3]),
+    "relevance": MetricStyle("relevance", _PALETTE[4]),
+    "criteria": MetricStyle("criteria", _PALETTE[5]),
+}
+
+
+def style_of(metric: str) -> MetricStyle:
+    """The metric's style; a metric missing from METRIC_STYLE is an error, never a default grey."""
+    try:
+        return METRIC_STYLE[metric]
+    except KeyError:
+        raise ValueError(f"no style for metric {metric!r}; known metrics: {', '.join(METRIC_STYLE)}") from None
+
+
+# ---------------------------------------------------------------- reading the report
+
+def _judge_entry(example: dict[str, Any], metric: str) -> dict[str, Any] | None:
+    record = example.get("judge")
+    if not record or record["status"] != "judged":
+        return None
+    return record.get(metric)
+
+
+def _score(example: dict[str, Any], metric: str) -> float | None:
+    if metric == "sentence_cosine":
+        return example["answer_similarity"]["sentence_cosine"]
+    if metric in SIMILARITY_METRICS:
+        return example["answer_similarity"]["bertscore"][metric.removeprefix("bertscore_")]
+    if metric in JUDGE_METRICS:
+        entry = _judge_entry(example, metric)
+        return None if entry is None else entry["score"]
+    raise ValueError(f"{metric!r} is not a per-example score; use one of "
+                     f"{', '.join(SIMILARITY_METRICS + JUDGE_METRICS)}")
+
+
+def _score_frame(report: dict[str, Any], metrics: Iterable[str]) -> pd.DataFrame:
+    """One row per example: its id and its score for each metric (NaN when absent)."""
+    metrics = list(metrics)
+    rows = [{"id": e["id"], **{m: _score(e, m) for m in metrics}} for e in report["examples"]]
+    frame = pd.DataFrame(rows, columns=["id", *metrics])
+    return frame.astype({m: "float64" for m in metrics})
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+# ---------------------------------------------------------------- figure scaffolding
+
+def _styled(draw: Callable[..., Figure | None]) -> Callable[..., Figure | None]:
+    """Draw inside seaborn's whitegrid style without changing the caller's rcParams."""
+    @functools.wraps(draw)
+    def styled(*args, **kwargs):
+        with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.85):
+            return draw(*args, **kwargs)
+    return styled
+
+
+def _new_figure(nrows: int = 1, ncols: int = 1, **options) -> tuple[Figure, Any]:
+    fig, axes = plt.subplots(nrows, ncols, layout="constrained", **options)
+    plt.close(fig)
+    return fig, axes
+
+
+def _note(fig: Figure, notes: list[str]) -> None:
+    """Put what the figure leaves out under it, in small grey text."""
+    if notes:
+        fig.supxlabel("; ".join(notes), x=0.01, ha="left", fontsize="small", color="0.35")
+
+
+_LABEL_OFFSETS = ((5, 4, "left"), (5, -11, "left"), (-5, 4, "right"), (-5, -11, "right"))
+
+
+def _annotate_apart(ax, texts: list[str], xs: Iterable[float], ys: Iterable[float]) -> None:
+    """Label points in small text, moving a label to another side of its point when it would
+    cover an earlier label (boxes estimated in points: 4.5 per character, 9 high)."""
+    xs, ys = list(xs), list(ys)
+    ax.get_xlim(), ax.get_ylim()  # settle autoscaling before reading display positions
+    anchors = ax.transData.transform(np.column_stack([xs, ys])) * 72 / ax.figure.dpi
+    placed: list[tuple[float, float, float, float]] = []
+    for text, (px, py), x, y in zip(texts, anchors, xs, ys):
+        width = 4.5 * len(text)
+        for dx, dy, ha in _LABEL_OFFSETS:
+            left = px + dx - (width if ha == "right" else 0)
+            box = (left, py + dy, left + width, py + dy + 9)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                break
+        else:
+            dx, dy, ha = _LABEL_OFFSETS[0]
+        placed.append(box)
+        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, fontsize="x-small")
+
+
+def _label_points(ax, ids: list[str], xs: np.ndarray, ys: np.ndarray) -> None:
+    """Label each distinct point with its example ids (several ids when points coincide)."""
+    groups: dict[tuple[float, float], list[str]] = {}
+    for example_id, x, y in zip(ids, xs, ys):
+        groups.setdefault((float(x), float(y)), []).append(example_id)
+    if len(groups) > MAX_POINT_LABELS:
+        return
+    texts = [", ".join(m[:3]) + (f" +{len(m) - 3}" if len(m) > 3 else "") for m in groups.values()]
+    _annotate_apart(ax, texts, [x for x, _ in groups], [y for _, y in groups])
+
+
+# ---------------------------------------------------------------- answer similarity
+
+def _missing_similarity_notes(report: dict[str, Any]) -> list[str]:
+    missing = [e for e in report["examples"] if _score(e, "bertscore_f1") is None]
+    no_answer = sum("no_prediction" in e["flags"] for e in missing)
+    empty = sum(bool({"generated_empty", "reference_empty"} & set(e["flags"])) for e in report["examples"])
+    notes = []
+    if no_answer:
+        notes.append(f"{no_answer} without a generated answer (no score)")
+    if len(missing) > no_answer:
+        notes.append(f"{_count(len(missing) - no_answer, 'other example')} without a score")
+    if empty:
+        notes.append(f"{_count(empty, 'empty answer')} scored 0")
+    return notes
+
+
+def _distribution_panel(ax, values: np.ndarray, summary: dict[str, Any], metric: str,
+                        edges: np.ndarray) -> None:
+    style = METRIC_STYLE[metric]
+    ax.set_title(f"{style.label}  (n = {summary['n']})")
+    if values.size == 0:
+        ax.text(0.5, 0.5, "no score", transform=ax.transAxes, ha="center", color="0.4")
+        return
+    # a kernel density needs spread; on fewer than 3 distinct points it would invent a shape
+    smooth = np.unique(values).size >= 3
+    sns.histplot(values, bins=edges, kde=smooth, color=style.colour, ax=ax, alpha=0.6, edgecolor="white")
+    ax.axvline(summary["mean"], color="0.15", ls="--", lw=1.2, label=f"mean {summary['mean']:.3f}",
+               gid=f"mean:{metric}")
+    ax.legend(loc="upper left", frameon=False, fontsize="small")
+    ax.set(xlabel="score", ylabel="examples")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+@_styled
+def similarity_distributions(report: dict[str, Any]) -> Figure | None:
+    """One histogram (with a density curve) per answer-similarity metric, its mean dashed.
+
+    The mean is the report's summary mean; examples without a score are counted under the
+    figure, with empty answers (scored 0 by the scorer). None when no example has a score.
+    """
+    if _similarity_gap(report) is not None:
+        return None
+    scores = _score_frame(report, SIMILARITY_METRICS)
+    lowest = min(0.0, float(np.nanmin(scores[list(SIMILARITY_METRICS)].to_numpy())))
+    edges = np.linspace(lowest, 1.0, 21)
+    fig, axes = _new_figure(2, 2, figsize=(9, 6.2), sharex=True)
+    for ax, metric in zip(axes.flat, SIMILARITY_METRICS):
+        summary = report["answer_similarity_summary"][metric]
+        _distribution_panel(ax, scores[metric].dropna().to_numpy(), summary, metric, edges)
+    fig.suptitle(f"Answer similarity to the reference answer ({report['dataset']['n_examples']} examples)")
+    _note(fig, _missing_similarity_notes(report))
+    return fig
+
+
+def _extremes(x: np.ndarray, y: np.ndarray, n_disagreements: int) -> list[int]:
+    """Positions of the lowest and highest on each axis and of the largest |x - y|, each once."""
+    picks = [int(np.argmin(x)), int(np.argmax(x)), int(np.argmin(y)), int(np.argmax(y))]
+    picks += [int(i) for i in np.argsort(-np.abs(x - y), kind="stable")[:n_disagreements]]
+    return list(dict.fromkeys(picks))
+
+
+@_styled
+def f1_vs_cosine(report: dict[str, Any], n_label: int = 3) -> Figure | None:
+    """Scatter of BERTScore F1 (x) against the sentence cosine (y), one point per example.
+
+    Labelled by id: the lowest and highest example on each axis and the `n_label` examples
+    where the two metrics disagree most (largest |F1 - cosine|). The dotted diagonal is where
+    they agree. None when no example has both scores.
+    """
+    if _f1_cosine_gap(report) is not None:
+        return None
+    pairs = _score_frame(report, ("bertscore_f1", "sentence_cosine")).dropna()
+    ids = pairs["id"].tolist()
+    f1, cosine = pairs["bertscore_f1"].to_numpy(), pairs["sentence_cosine"].to_numpy()
+    fig, ax = _new_figure(figsize=(6.5, 6))
+    lowest = min(0.0, f1.min(), cosine.min())
+    ax.plot([lowest, 1], [lowest, 1], ls=":", color="0.55", lw=1, label="equal scores")
+    ax.scatter(f1, cosine, s=30, color="0.2", alpha=0.75, gid="points")
+    picks = _extremes(f1, cosine, n_label)
+    _annotate_apart(ax, [ids[i] for i in picks], f1[picks], cosine[picks])
+    for axis, metric in ((ax.xaxis, "bertscore_f1"), (ax.yaxis, "sentence_cosine")):
+        axis.set_label_text(METRIC_STYLE[metric].label, color=METRIC_STYLE[metric].colour)
+    ax.legend(loc="upper left", frameon=False)
+    ax.set_title(f"BERTScore F1 against sentence cosine (n = {len(ids)})")
+    _note(fig, _missing_similarity_notes(report))
+    return fig
+
+
+# ---------------------------------------------------------------- the judge
+
+def _threshold_label(summary: dict[str, Any], metric: str) -> str:
+    placeholder = "\n(placeholder, not tuned)" if summary["threshold_is_placeholder"] else ""
+    return f"{METRIC_STYLE[metric].label} threshold {summary['threshold']:g}{placeholder}"
+
+
+QUADRANTS = {  # name: (groundedness high?, relevance high?, caption)
+    "confident lie": (False, True, "confident lie\nrelevant but\nnot grounded"),
+    "accurate dodge": (True, False, "accurate dodge\ngrounded but\nnot relevant"),
+    "both high": (True, True, "grounded\nand relevant"),
+    "both low": (False, False, "neither grounded\nnor relevant"),
+}
+
+
+def _quadrants(ax, grounded_at: float, relevant_at: float) -> None:
+    """Shade and caption the four regions the two thresholds cut; the named failures in grey."""
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    for name, (grounded, relevant, caption) in QUADRANTS.items():
+        left, right = (grounded_at, x1) if grounded else (x0, grounded_at)
+        bottom, top = (relevant_at, y1) if relevant else (y0, relevant_at)
+        failure = grounded != relevant
+        ax.add_patch(Rectangle((left, bottom), right - left, top - bottom, edgecolor="none",
+                               facecolor="0.9" if failure else "none", zorder=0, gid=f"quadrant:{name}"))
+        ax.text((left + right) / 2, (bottom + top) / 2, caption, ha="center", va="center", fontsize="small",
+                color="0.25" if failure else "0.5", fontweight="bold" if failure else "normal",
+                zorder=1, gid=f"caption:{name}")
+
+
+def _one_sided_notes(scores: pd.DataFrame) -> list[str]:
+    only_grounded = int((scores["groundedness"].notna() & scores["relevance"].isna()).sum())
+    only_relevant = int((scores["relevance"].notna() & scores["groundedness"].isna()).sum())
+    notes = []
+    if only_grounded:
+        notes.append(f"{_count(only_grounded, 'example')} with a groundedness score only")
+    if only_relevant:
+        notes.append(f"{_count(only_relevant, 'example')} with a relevance score only")
+    return notes + (["not plotted; see unscored_judgments()"] if notes else [])
+
+
+@_styled
+def groundedness_vs_relevance(report: dict[str, Any]) -> Figure | None:
+    """Per-example groundedness (x) against relevance (y), cut into quadrants by the thresholds.
+
+    High relevance with low groundedness is the confident lie (relevance cannot see the
+    reference); high groundedness with low relevance is the accurate dodge. "High" means at or
+    above the report's threshold, the pass rule. Points are labelled by id when few; examples
+    with only one of the two scores are counted under the figure. None when the judge did not
+    run, did not score both metrics, or no example has both scores.
+    """
+    if _judge_pair_gap(report) is not None:
+        return None
+    summaries = report["judge_summary"]["metrics"]
+    scores = _score_frame(report, ("groundedness", "relevance"))
+    pairs = scores.dropna()
+    grounded, relevant = pairs["groundedness"].to_numpy(), pairs["relevance"].to_numpy()
+    fig, ax = _new_figure(figsize=(9, 6.2))
+    ax.set_xlim(-0.05, 1.05)
+    ax.set_ylim(min(-0.05, np.floor(relevant.min() * 10) / 10 - 0.05), 1.05)
+    _quadrants(ax, summaries["groundedness"]["threshold"], summaries["relevance"]["threshold"])
+    ax.axvline(summaries["groundedness"]["threshold"], color=METRIC_STYLE["groundedness"].colour, ls="--",
+               label=_threshold_label(summaries["groundedness"], "groundedness"), gid="threshold:groundedness")
+    ax.axhline(summaries["relevance"]["threshold"], color=METRIC_STYLE["relevance"].colour, ls="--",
+               label=_threshold_label(summaries["relevance"], "relevance"), gid="threshold:relevance")
+    ax.scatter(grounded, relevant, s=36, color="0.15", alpha=0.8, zorder=3, gid="points")
+    _label_points(ax, pairs["id"].tolist(), grounded, relevant)
+    for axis, metric in ((ax.xaxis, "groundedness"), (ax.yaxis, "relevance")):
+        axis.set_label_text(METRIC_STYLE[metric].label, color=METRIC_STYLE[metric].colour)
+    ax.set_title(f"Groundedness against relevance (n = {len(pairs)} judged examples)")
+    fig.legend(loc="outside right upper", frameon=False, fontsize="small")
+    _note(fig, _one_sided_notes(scores))
+    return fig
+
+
+def pass_rates(scores: Iterable[Any], thresholds: Iterable[float]) -> np.ndarray:
+    """Share of the present scores at or above each threshold t: the pass rate as a function of t.
+
+    rate(t) = #{s : s >= t} / n over the n present scores, the same rule as a judge record's
+    `passed`. None, NaN and <NA> are left out of both counts (the report's summaries count
+    them). Range 0-1, non-increasing in t; shaped like `thresholds`. With no present score
+    every rate is NaN (undefined), never 0.
+    """
+    present = np.asarray([float(s) for s in scores if not pd.isna(s)], dtype=np.float64)
+    grid = np.asarray(thresholds, dtype=np.float64)
+    if present.size == 0:
+        return np.full(grid.shape, np.nan)
+    return (present[None, :] >= grid.reshape(-1, 1)).mean(axis=1).reshape(grid.shape)
+
+
+def _rated_metrics(report: dict[str, Any], similarity: bool) -> list[str]:
+    judged = [m for m in JUDGE_METRICS
+              if m in report["judge_summary"]["metrics"] and report["judge_summary"]["metrics"][m]["n_scored"]]
+    summaries = report["answer_similarity_summary"]
+    return judged + ([m for m in SIMILARITY_METRICS if summaries[m]["n"]] if similarity else [])
+
+
+def _pass_curve(ax, report: dict[str, Any], metric: str, grid: np.ndarray) -> None:
+    style = METRIC_STYLE[metric]
+    rates = pass_rates(_score_frame(report, [metric])[metric], grid)
+    if metric not in JUDGE_METRICS:
+        n = report["answer_similarity_summary"][metric]["n"]
+        ax.plot(grid, rates, drawstyle="steps-pre", ls="--", lw=1.4, color=style.colour,
+                label=f"{style.label} (n = {n}), no threshold", gid=f"curve:{metric}")
+        return
+    summary = report["judge_summary"]["metrics"][metric]
+    unscored = f", {summary['n_unscored']} unscored" if summary["n_unscored"] else ""
+    label = (f"{style.label} (n = {summary['n_scored']}{unscored}): {summary['pass_rate']:.0%} pass at "
+             f"{summary['threshold']:g}{' (placeholder)' if summary['threshold_is_placeholder'] else ''}")
+    # judge metrics are drawn widest first, so a curve lying on another still shows around it
+    width = 3.5 - 0.9 * JUDGE_METRICS.index(metric)
+    ax.plot(grid, rates, drawstyle="steps-pre", lw=width, color=style.colour, label=label,
+            gid=f"curve:{metric}")
+    ax.axvline(summary["threshold"], color=style.colour, ls=":", lw=1.2, gid=f"threshold:{metric}")
+    ax.plot([summary["threshold"]], [summary["pass_rate"]], "o", ms=7, color=style.colour,
+            markeredgecolor="white", gid=f"pass:{metric}")
+
+
+@_styled
+def pass_rate_by_threshold(report: dict[str, Any], similarity: bool = False) -> Figure | None:
+    """For each judged metric, the share of scored examples with score >= t, for t across the range.
+
+    The report's threshold is dotted and its pass rate marked on the curve; the legend gives
+    n, the unscored count and whether the threshold is the placeholder. With `similarity`,
+    the answer-similarity metrics are drawn dashed, without a threshold (ADR 014 sets none).
+    None when there is no score to rate.
+    """
+    if _pass_rate_gap(report, similarity) is not None:
+        return None
+    metrics = _rated_metrics(report, similarity)
+    lowest = float(np.nanmin(_score_frame(report, metrics)[metrics].to_numpy()))
+    start = min(0.0, np.floor(lowest * 10) / 10)  # relevance and cosine can fall below 0
+    # steps of 0.005 put every threshold of up to 3 decimals ending in 0 or 5 on the grid
+    grid = np.linspace(start, 1.0, int(round((1.0 - start) / 0.005)) + 1)
+    fig, ax = _new_figure(figsize=(9, 4.8))
+    for metric in metrics:
+        _pass_curve(ax, report, metric, grid)
+    ax.set(xlabel="threshold t", ylabel="scored examples with score ≥ t", ylim=(-0.03, 1.03))
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_title("Pass rate by threshold")
+    fig.legend(loc="outside lower center", ncols=1, frameon=False, fontsize="small")
+    return fig
+
+
+# ---------------------------------------------------------------- retrieval
+
+def _rank_counts(report: dict[str, Any]) -> Counter:
+    """How many examples have each gold rank; None counts those whose gold was not retrieved."""
+    counts: Counter = Counter()
+    for example in report["examples"]:
+        retrieval = example["retrieval"]
+        if retrieval is None:
+            continue
+        if retrieval["rank"] is None and retrieval["top_k_match"]:
+            raise ValueError(f"example {example['id']!r}: retrieval says top-k match but has no rank")
+        counts[retrieval["rank"]] += 1
+    return counts
+
+
+@_styled
+def retrieval_rank_histogram(report: dict[str, Any]) -> Figure | None:
+    """Bars of how many examples found the gold context at rank 1, 2, ..., and a bar for not retrieved.
+
+    Ranks past k (retrieved, but not a top-k match) are drawn pale; the dashed line is k. None
+    when no example has retrieval data.
+    """
+    if _retrieval_gap(report) is not None:
+        return None
+    counts, summary = _rank_counts(report), report["retrieval_summary"]
+    k = summary["k"]
+    ranks = list(range(1, max([k, *(r for r in counts if r is not None)]) + 1))
+    colour = METRIC_STYLE["rank"].colour
+    fig, ax = _new_figure(figsize=(7.5, 4.5))
+    bars = ax.bar(ranks, [counts[r] for r in ranks], gid="bars:rank",
+                  color=[to_rgba(colour, 1.0 if r <= k else 0.4) for r in ranks])
+    missing_at = ranks[-1] + 1.5
+    missing = ax.bar([missing_at], [counts[None]], color="white", edgecolor="0.3", hatch="//",
+                     gid="bars:not retrieved")
+    for container in (bars, missing):
+        ax.bar_label(container, padding=2, fontsize="small")
+    ax.axvline(k + 0.5, color="0.2", ls="--", lw=1, label=f"k = {k}")
+    ax.set_xticks([*ranks, missing_at], [*map(str, ranks), "not\nretrieved"])
+    ax.set(xlabel="rank of the gold context", ylabel="examples")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.margins(y=0.12)
+    ax.legend(loc="upper right", frameon=False)
+    ax.set_title(f"Retrieval rank (n = {summary['n']} with retrieval data)")
+    rate = "n/a" if summary["top_k_match_rate"] is None else f"{summary['top_k_match_rate']:.0%}"
+    _note(fig, [f"top-{k} match rate {rate}", f"{summary['n_missing']} without retrieval data, not counted"])
+    return fig
+
+
+# ---------------------------------------------------------------- comparing two runs
+
+def _delta_panel(ax, rows: pd.DataFrame, metric: str) -> None:
+    """Sorted per-example changes, worst first; changes for the worse in full colour."""
+    style = METRIC_STYLE[metric]
+    present = rows[rows["delta"].notna()]
+    gain = present["delta"].astype(float) * (1 if style.higher_is_better else -1)
+    ordered = present.assign(gain=gain).sort_values(["gain", "id"], kind="mergesort")
+    worse = ordered["gain"].to_numpy() < 0
+    ax.bar(np.arange(len(ordered)), ordered["delta"].astype(float), width=0.85, gid=f"deltas:{metric}",
+           color=[to_rgba(style.colour, 1.0 if w else 0.35) for w in worse])
+    ax.axhline(0, color="0.2", lw=0.8)
+    ax.set_xlim(-0.6, max(len(ordered), 1) - 0.4)
+    ax.set_xticks([])
+    ax.set_ylabel("Δ")
+    better = int((ordered["gain"] > 0).sum())
+    title = (f"{style.label}: {int(worse.sum())} worse, {better} better, "
+             f"{len(ordered) - int(worse.sum()) - better} unchanged of {len(ordered)}")
+    if len(present) < len(rows):
+        title += f" ({len(rows) - len(present)} without a delta)"
+    worst = ordered[worse].head(3)
+    if len(worst):
+        title += "\nworst: " + ", ".join(f"{r.id} {r.delta:+.3f}" for r in worst.itertuples())
+    ax.set_title(title, fontsize="small", loc="left")
+
+
+@_styled
+def delta_figure(deltas: pd.DataFrame) -> Figure | None:
+    """One panel per metric of per-example changes (candidate - baseline), sorted, zero line drawn.
+
+    `deltas` is long: columns id, metric, baseline, candidate, delta. A change for the worse
+    (delta < 0, or > 0 where lower is better, as for rank) is drawn in full colour, others pale;
+    the three worst are named. Rows with a missing delta are counted. None when no row has a delta.
+    """
+    missing = [c for c in DELTA_COLUMNS if c not in deltas.columns]
+    if missing:
+        raise ValueError(f"delta_figure needs columns {list(DELTA_COLUMNS)}; missing {missing}")
+    for metric in deltas["metric"].unique():
+        style_of(metric)
+    present = set(deltas.loc[deltas["delta"].notna(), "metric"])
+    metrics = [m for m in METRIC_STYLE if m in present]
+    if not metrics:
+        return None
+    fig, axes = _new_figure(len(metrics), 1, figsize=(9, 0.6 + 2.3 * len(metrics)), squeeze=False)
+    for ax, metric in zip(axes[:, 0], metrics):
+        _delta_panel(ax, deltas[deltas["metric"] == metric], metric)
+    axes[-1, 0].set_xlabel("examples, sorted from the worst change to the best")
+    fig.suptitle("Per-example change, candidate − baseline")
+    return fig
+
+
+# ---------------------------------------------------------------- saving
+
+def save_png(fig: Figure, run_dir: Path, name: str, dpi: int = 150, overwrite: bool = False) -> Path:
+    """Write `fig` to `<run_dir>/figures/<name>.png`, atomically.
+
+    In a run folder a figure is written once: an existing file is refused (FileExistsError).
+    `overwrite=True` is for the interactive scratch folder, where reruns replace the file.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name):
+        raise ValueError(f"figure name {name!r} must be letters, digits, '-' and '_' (no folder, no suffix)")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    path = Path(run_dir) / "figures" / f"{name}.png"
+    write_atomically(path, buffer.getvalue(), overwrite=overwrite)
+    return path
+
+
+# ---------------------------------------------------------------- tables
+
+_MARKS = {True: "✓", False: "✗"}  # 1 and 0 hash like True and False
+
+
+def _verdict_line(verdict: Any, text: str, why: str | None) -> str:
+    return f"{_MARKS.get(verdict, '?')} {text}" + (f" — {why}" if why else "")
+
+
+def _judgment_text(entry: dict[str, Any], metric: str) -> str:
+    """The judge's reasoning, one line per statement, criterion or generated question."""
+    if metric == "groundedness":
+        lines = [_verdict_line(s.get("verdict"), s.get("statement", ""), s.get("justification"))
+                 for s in entry.get("statements", [])]
+    elif metric == "criteria":
+        lines = [_verdict_line(c.get("met"), c.get("criterion", ""), c.get("rationale"))
+                 for c in entry.get("criteria", [])]
+    else:
+        lines = [f"→ {question}" for question in entry.get("generated_questions", [])]
+    return "\n".join(lines)
+
+
+def worst_examples_frame(report: dict[str, Any], metric: str, n: int = 5) -> pd.DataFrame:
+    """The n scored examples with the lowest `metric`, lowest first (ties by id), with their texts.
+
+    Judge metrics add a `judgment` column: the statements with their verdicts (✓ supported,
+    ✗ not, ? unreadable), the criteria met or not, or relevance's generated questions.
+    Examples without a score are left out; an empty frame keeps the columns.
+    """
+    judged = metric in JUDGE_METRICS
+    columns = ["id", metric, *TEXT_COLUMNS, *(["judgment"] if judged else [])]
+    rows = []
+    for example in report["examples"]:
+        score = _score(example, metric)
+        if score is None:
+            continue
+        row = {"id": example["id"], metric: score, **{c: example[c] for c in TEXT_COLUMNS}}
+        if judged:
+            row["judgment"] = _judgment_text(_judge_entry(example, metric), metric)
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=columns).astype({metric: "float64"})
+    return frame.sort_values([metric, "id"], kind="mergesort").head(n).reset_index(drop=True)
+
+
+def worst_examples(report: dict[str, Any], metric: str, n: int = 5) -> Styler:
+    """worst_examples_frame styled for reading: wrapped text, the score on a red-to-blue gradient.
+
+    The gradient spans the metric's range (-1 to 1 for relevance, else 0 to 1). Text is HTML
+    escaped and the HTML holds no external resource (no font, no URL of its own).
+    """
+    frame = worst_examples_frame(report, metric, n)
+    low = -1.0 if metric == "relevance" else 0.0
+    n_scored = int(_score_frame(report, [metric])[metric].notna().sum())
+    styler = (frame.style.hide(axis="index")
+              .format(escape="html", precision=3, na_rep="—")
+              .set_caption(f"The {len(frame)} lowest {style_of(metric).label} scores "
+                           f"of {_count(n_scored, 'scored example')}")
+              .set_table_styles([
+                  {"selector": "td", "props": "white-space: pre-wrap; max-width: 32em; "
+                                              "vertical-align: top; text-align: left;"},
+                  {"selector": "th", "props": "text-align: left;"}]))
+    if len(frame):
+        styler = styler.background_gradient(cmap="RdBu", subset=[metric], vmin=low, vmax=1.0)
+    return styler
+
+
+def unscored_judgments(report: dict[str, Any]) -> pd.DataFrame:
+    """Every judged example and metric without a score, with the reason and the raw reply's start.
+
+    Sorted by metric, reason and id; an empty frame with the same columns when every judgment
+    was scored or the judge did not run.
+    """
+    rows = []
+    for example in report["examples"]:
+        for metric in JUDGE_METRICS:
+            entry = _judge_entry(example, metric)
+            if entry is not None and entry["score"] is None:
+                rows.append({"id": example["id"], "metric": metric, "reason": entry["unscored_reason"],
+                             "raw_reply": (entry.get("raw_reply") or "")[:200]})
+    frame = pd.DataFrame(rows, columns=list(UNSCORED_COLUMNS))
+    return frame.sort_values(["metric", "reason", "id"], kind="mergesort").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- why a figure is empty
+
+def _similarity_gap(report: dict[str, Any]) -> str | None:
+    if _score_frame(report, SIMILARITY_METRICS)[list(SIMILARITY_METRICS)].notna().any(axis=None):
+        return None
+    empty = "" if report["examples"] else " (the report has no example)"
+    return "no example has an answer-similarity score" + empty
+
+
+def _f1_cosine_gap(report: dict[str, Any]) -> str | None:
+    if len(_score_frame(report, ("bertscore_f1", "sentence_cosine")).dropna()):
+        return None
+    return "no example has both a BERTScore F1 and a sentence cosine score"
+
+
+def _judge_gap(report: dict[str, Any], metrics: Iterable[str]) -> str | None:
+    summary = report["judge_summary"]
+    if summary["status"] != "ran":
+        return f"the judge did not run: {summary['reason']}"
+    off = [m for m in metrics if m not in summary["metrics"]]
+    return f"the judge did not score {' or '.join(off)} (not enabled)" if off else None
+
+
+def _judge_pair_gap(report: dict[str, Any]) -> str | None:
+    gap = _judge_gap(report, ("groundedness", "relevance"))
+    if gap is None and not len(_score_frame(report, ("groundedness", "relevance")).dropna()):
+        gap = "no judged example has both a groundedness and a relevance score (see unscored_judgments)"
+    return gap
+
+
+def _pass_rate_gap(report: dict[str, Any], similarity: bool = False) -> str | None:
+    if _rated_metrics(report, similarity):
+        return None
+    gap = _judge_gap(report, ())
+    return gap or "no judged example has a score (see unscored_judgments)"
+
+
+def _retrieval_gap(report: dict[str, Any]) -> str | None:
+    if any(e["retrieval"] is not None for e in report["examples"]):
+        return None
+    return "no example has retrieval data (retrieved ids or contexts)"
+
+
+_GAPS: dict[str, Callable[..., str | None]] = {
+    "similarity_distributions": _similarity_gap,
+    "f1_vs_cosine": lambda report, **_: _f1_cosine_gap(report),
+    "groundedness_vs_relevance": _judge_pair_gap,
+    "pass_rate_by_threshold": _pass_rate_gap,
+    "retrieval_rank_histogram": _retrieval_gap,
+}
+
+
+def no_data_reason(report: dict[str, Any], figure: Callable[..., Any] | str, **options) -> str | None:
+    """Why `figure` (a builder of this module, or its name) returns None for `report`; None when it draws.
+
+    `options` are the builder's own keyword arguments that change what it draws
+    (`similarity=` of pass_rate_by_threshold).
+    """
+    name = figure if isinstance(figure, str) else figure.__name__
+    if name not in _GAPS:
+        raise ValueError(f"{name!r} always draws or is not a report figure; known: {', '.join(_GAPS)}")
+    return _GAPS[name](report, **options)
