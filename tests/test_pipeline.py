@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from evalbook.params import load_profile
-from evalbook.pipeline import (StageContext, StageError, canonical_table, dataset_label, open_stage,
-                               scored_table, summary_frame, worst_examples)
+from evalbook.pipeline import (StageContext, StageError, canonical_table, dataset_label, judged_metrics,
+                               open_stage, scored_table, show_figure, summary_frame)
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_ID = "3b7e2f10-5c4d-4a8b-9e6f-0d1c2b3a4f5e"
@@ -95,17 +95,33 @@ def test_summary_frame_keeps_counts_integer_and_missing_as_na():
     assert pd.isna(frame.loc["sentence_cosine", "mean"])
 
 
-def test_worst_examples_sorts_ascending_and_skips_unscored():
-    def example(example_id, f1, cosine, flags=()):
-        return {"id": example_id, "question": "Q?", "generated_answer": "A.", "flags": list(flags),
-                "answer_similarity": {"bertscore": {"precision": f1, "recall": f1, "f1": f1},
-                                      "sentence_cosine": cosine}}
+def test_show_figure_saves_a_png_or_prints_why_not(profile_path, tmp_path, capsys):
+    from matplotlib.figure import Figure
 
-    report = {"examples": [example("a", 0.9, 0.2), example("b", None, None, ["no_prediction"]),
-                           example("c", 0.1, 0.8, ["generated_empty"]), example("d", 0.5, 0.5)]}
-    assert worst_examples(report, "f1", n=2)["id"].tolist() == ["c", "d"]
-    assert worst_examples(report, "sentence_cosine", n=3)["id"].tolist() == ["a", "d", "c"]
-    assert worst_examples(report, "f1")["flags"].tolist() == ["generated_empty", "", ""]
+    from evalbook.figures import retrieval_rank_histogram
+
+    ctx = open_stage(str(profile_path))
+    drawn = Figure()
+    drawn.subplots().plot([0, 1], [1, 0])
+    assert show_figure(ctx, {}, lambda report: drawn, "line") is drawn
+    png = ctx.run_dir / "figures" / "line.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    show_figure(ctx, {}, lambda report: drawn, "line")  # the scratch folder replaces its figure
+    run = open_stage(str(profile_path), run_dir=str(tmp_path), run_id=RUN_ID)
+    show_figure(run, {}, lambda report: drawn, "line")
+    with pytest.raises(FileExistsError):  # a run folder never does
+        show_figure(run, {}, lambda report: drawn, "line")
+    no_retrieval = {"examples": [{"id": "a", "retrieval": None}], "retrieval_summary": {"k": 5}}
+    assert show_figure(run, no_retrieval, retrieval_rank_histogram, "ranks") is None
+    assert "ranks: not drawn" in capsys.readouterr().out
+    assert not (tmp_path / "figures" / "ranks.png").exists()
+
+
+def test_judged_metrics_lists_only_metrics_with_scores():
+    report = {"judge_summary": {"metrics": {"groundedness": {"n_scored": 3}, "relevance": {"n_scored": 0},
+                                            "criteria": {"n_scored": 1}}}}
+    assert judged_metrics(report) == ["groundedness", "criteria"]
+    assert judged_metrics({"judge_summary": {"metrics": {}}}) == []
 
 
 def test_stage_context_is_immutable(profile_path):

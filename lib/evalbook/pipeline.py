@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 import pyarrow as pa
@@ -283,21 +283,23 @@ def save_report(ctx: StageContext, report: dict[str, Any]) -> Path:
     return write_report(report, ctx.report_path, overwrite=ctx.interactive)
 
 
-def worst_examples(report: dict[str, Any], metric: str = "f1", n: int = 5) -> pd.DataFrame:
-    """The n scored examples with the lowest BERTScore `metric` (or sentence cosine), for display."""
-    rows = []
-    for example in report["examples"]:
-        similarity = example["answer_similarity"]
-        value = similarity["sentence_cosine"] if metric == "sentence_cosine" else similarity["bertscore"][metric]
-        if value is None:
-            continue
-        rows.append({"id": example["id"], metric: value,
-                     "sentence_cosine": similarity["sentence_cosine"],
-                     "flags": ", ".join(example["flags"]),
-                     "question": example["question"],
-                     "generated_answer": example["generated_answer"]})
-    frame = pd.DataFrame(rows)
-    return frame.sort_values(metric).head(n).reset_index(drop=True) if rows else frame
+def show_figure(ctx: StageContext, report: dict[str, Any], builder: Callable[..., Any], name: str):
+    """Draw `builder(report)`, save it as `figures/<name>.png` in the run folder and return it
+    for display; when there is nothing to draw, print why and return None."""
+    from evalbook.figures import no_data_reason, save_png
+
+    figure = builder(report)
+    if figure is None:
+        print(f"{name}: not drawn, {no_data_reason(report, builder)}")
+        return None
+    save_png(figure, ctx.run_dir, name, overwrite=ctx.interactive)
+    return figure
+
+
+def judged_metrics(report: dict[str, Any]) -> list[str]:
+    """The judge metrics with at least one scored answer in the report, in the report's order."""
+    metrics = report["judge_summary"]["metrics"] or {}
+    return [metric for metric, summary in metrics.items() if (summary.get("n_scored") or 0) > 0]
 
 
 def summary_frame(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:

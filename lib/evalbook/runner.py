@@ -3,8 +3,13 @@
 Layout of a run (`<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/`):
 - `<run_id>.json`: the report, written by 04_report only when every stage succeeded;
 - `<run_id>/`: `params.yaml` (the resolved profile), `provenance.json`, the canonical and scored
-  tables, each executed notebook and its HTML, and at the end `run.json`. A failed run leaves
-  `FAILED` (with the error) beside `run.json`; a run in progress has `RUNNING`.
+  tables, each executed notebook and its self-contained HTML (the report also without code),
+  `figures/`, and at the end `run.json`. A failed run leaves `FAILED` (with the error) beside
+  `run.json`; a run in progress has `RUNNING`.
+
+A run always executes in the local outputs root. After it, `<local root>/index.html` is rebuilt,
+and when `outputs_root` is `s3://bucket/prefix` the run folder and then the report are published
+there (evalbook.storage); a refused upload keeps the local copy and fails the command.
 """
 
 from __future__ import annotations
@@ -22,7 +27,14 @@ from urllib.parse import urlsplit
 import yaml
 
 from evalbook.models import resolve_profile_models
-from evalbook.params import ParamsError, load_profile, parse_override, resolved_values
+from evalbook.params import (
+    ParamsError,
+    is_remote,
+    load_profile,
+    local_outputs_root,
+    parse_override,
+    resolved_values,
+)
 from evalbook.pipeline import PROVENANCE, run_provenance
 from evalbook.report import write_new
 
@@ -35,12 +47,19 @@ class RunFailed(RuntimeError):
     """A stage failed; the message names the executed notebook and quotes the failing cell."""
 
 
+class PublishFailed(RunFailed):
+    """The run finished locally but its upload to the remote outputs root was refused."""
+
+
 @dataclass
 class RunResult:
     run_id: str
     run_dir: Path
     report_path: Path
     stages: list[dict[str, Any]] = field(default_factory=list)
+    # where the report lives for readers: the local path, or its s3:// URL once published
+    report_location: str = ""
+    published: list[str] = field(default_factory=list)
 
 
 def run_folder(outputs_root: Path, env: str, run_id: str, started: datetime) -> Path:
@@ -59,15 +78,14 @@ def _quote_failure(stage: str, notebook: Path, error: Exception) -> str:
     return "\n".join(lines)
 
 
-def render_html(notebook: Path) -> Path:
-    """Render an executed notebook to HTML beside it."""
-    import nbformat
-    from nbconvert import HTMLExporter
+def render_stage_html(stage: str, notebook: Path) -> dict[str, str]:
+    """Self-contained HTML of an executed notebook; the report also gets a version without code."""
+    from evalbook.html import noinput_path, render_html
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
-    html = notebook.with_suffix(".html")
-    write_new(html, body.encode("utf-8"))
-    return html
+    rendered = {"html": str(render_html(notebook))}
+    if stage == "04_report":
+        rendered["html_noinput"] = str(render_html(notebook, noinput_path(notebook), exclude_input=True))
+    return rendered
 
 
 def _execute(stage: str, ctx_params: dict[str, Any], run_dir: Path, log: TextIO) -> dict[str, Any]:
@@ -83,9 +101,9 @@ def _execute(stage: str, ctx_params: dict[str, Any], run_dir: Path, log: TextIO)
     except Exception as error:  # noqa: BLE001 - every failure is reported with its notebook
         record.update(status="failed", error=_quote_failure(stage, output, error))
         if output.exists():
-            record["html"] = str(render_html(output))
+            record.update(render_stage_html(stage, output))
         return record
-    record.update(status="succeeded", html=str(render_html(output)))
+    record.update(status="succeeded", **render_stage_html(stage, output))
     return record
 
 
@@ -151,7 +169,8 @@ def run_pipeline(params_path: str, overrides: list[str] | None = None,
 
     run_id = profile["run_id"] or str(uuid.uuid4())
     started = datetime.now(timezone.utc)
-    run_dir = run_folder(Path(profile.path("outputs_root")), profile["env"], run_id, started)
+    local_root = local_outputs_root(profile)
+    run_dir = run_folder(local_root, profile["env"], run_id, started)
     report_path = run_dir.parent / f"{run_id}.json"
     if run_dir.exists() or report_path.exists():
         raise RunFailed(f"run {run_id} already exists at {run_dir}; run folders are write-once")
@@ -163,7 +182,7 @@ def run_pipeline(params_path: str, overrides: list[str] | None = None,
     provenance = run_provenance(profile, parsed)
     write_new(run_dir / PROVENANCE, json.dumps(provenance, indent=2).encode("utf-8"))
 
-    result = RunResult(run_id, run_dir, report_path)
+    result = RunResult(run_id, run_dir, report_path, report_location=str(report_path))
     parameters = {"params_path": str(run_dir / "params.yaml"), "run_dir": str(run_dir), "run_id": run_id}
     try:
         server = start_judge_server(profile, run_dir, log)
@@ -187,6 +206,131 @@ def run_pipeline(params_path: str, overrides: list[str] | None = None,
     if failure:
         write_new(run_dir / "FAILED", (failure + "\n").encode("utf-8"))
     (run_dir / "RUNNING").unlink()
+    rebuild_index(local_root, log)
+    if is_remote(profile["outputs_root"]):
+        publish(result, local_root, profile["outputs_root"], log)
     if failure:
         raise RunFailed(failure)
+    return result
+
+
+def rebuild_index(local_root: Path, log: TextIO) -> None:
+    """Rebuild `<local root>/index.html`; a failure is reported, never fatal to the run."""
+    from evalbook.index import build_index
+
+    try:
+        index = build_index(local_root)
+    except Exception as error:  # noqa: BLE001 - the run's own outputs are already complete
+        print(f"[evalbook] warning: the run index was not rebuilt: {error}", file=log, flush=True)
+    else:
+        print(f"[evalbook] run index: {index}", file=log, flush=True)
+
+
+def publish(result: RunResult, local_root: Path, remote_root: str, log: TextIO) -> None:
+    """Upload the run folder, then the report last, to the remote outputs root."""
+    from evalbook.storage import StorageError, publish_run
+
+    report = result.report_path if result.report_path.exists() else None
+    print(f"[evalbook] publishing the run to {remote_root}", file=log, flush=True)
+    try:
+        result.published = publish_run(result.run_dir, report, local_root, remote_root)
+    except StorageError as error:
+        raise PublishFailed(f"{error}\nthe run is complete locally and kept at {result.run_dir}"
+                            + (f" (report {report})" if report else "")) from error
+    if report is not None:
+        result.report_location = remote_root.rstrip("/") + "/" + report.relative_to(local_root).as_posix()
+
+
+COMPARE_STAGE = "05_compare"
+
+
+@dataclass
+class ComparisonRun:
+    comparison_id: str
+    output_dir: Path
+    comparison_path: Path
+    html: str | None
+    # where the comparison JSON lives for readers: its local path, or its s3:// URL
+    location: str = ""
+
+
+def latest_pair(local_root: Path, env: str) -> tuple[str, str]:
+    """Report paths of the two latest successful runs of `env`: (baseline, candidate)."""
+    from evalbook.index import collect_runs
+
+    runs = [run for run in collect_runs(local_root)
+            if run.get("env") == env and run.get("status") == "succeeded" and run.get("report")]
+    runs.sort(key=lambda run: run["started_at"])
+    if len(runs) < 2:
+        raise RunFailed(f"comparing the latest runs needs two successful runs of env {env!r} under "
+                        f"{local_root}; found {len(runs)}. Run `make run` twice (for example once "
+                        "with a changed parameter), or name them: --baseline/--candidate")
+    return str(runs[-2]["report"]), str(runs[-1]["report"])
+
+
+def run_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None,
+                   notebook_parameters: dict[str, Any] | None = None,
+                   log: TextIO = sys.stderr) -> ComparisonRun:
+    """Run 05_compare with Papermill on two runs (run ids or report paths/URLs).
+
+    Without either run, the two latest successful runs of the profile's env are compared. The
+    comparison JSON, executed notebook, HTML and figures go beside the candidate's report, under
+    `comparisons/`; for a candidate on S3 they are written locally, then uploaded beside it.
+    """
+    import papermill
+
+    from evalbook.compare import load_report, locate_report
+
+    profile = load_profile(params_path)
+    local_root = local_outputs_root(profile)
+    if (baseline is None) != (candidate is None):
+        raise RunFailed("give both --baseline and --candidate, or neither to compare the two latest runs")
+    if baseline is None:
+        baseline, candidate = latest_pair(local_root, profile["env"])
+    baseline_location = locate_report(baseline, local_root, profile["env"])
+    candidate_location = locate_report(candidate, local_root, profile["env"])
+    baseline_id = load_report(baseline_location)["run_id"]
+    candidate_id = load_report(candidate_location)["run_id"]
+    created = datetime.now(timezone.utc)
+    comparison_id = f"{baseline_id[:8]}-vs-{candidate_id[:8]}-{created:%Y%m%dT%H%M%SZ}"
+    remote = is_remote(candidate_location)
+    from evalbook.index import COMPARISONS_DIR
+
+    parent = (local_root / profile["env"] / COMPARISONS_DIR if remote
+              else Path(candidate_location).parent / COMPARISONS_DIR)
+    output_dir, comparison_path = parent / comparison_id, parent / f"{comparison_id}.json"
+    if output_dir.exists() or comparison_path.exists():
+        raise RunFailed(f"comparison {comparison_id} already exists at {output_dir}")
+    output_dir.mkdir(parents=True)
+
+    parameters = {"params_path": str(Path(params_path).resolve()), "baseline": baseline_location,
+                  "candidate": candidate_location, "run_dir": str(output_dir),
+                  "comparison_path": str(comparison_path), "run_id": comparison_id,
+                  **(notebook_parameters or {})}
+    output = output_dir / f"{COMPARE_STAGE}.ipynb"
+    print(f"[evalbook] comparing {baseline_location} (baseline) with {candidate_location} (candidate)",
+          file=log, flush=True)
+    try:
+        papermill.execute_notebook(str(NOTEBOOKS / f"{COMPARE_STAGE}.ipynb"), str(output),
+                                   parameters=parameters, kernel_name="python3",
+                                   cwd=str(NOTEBOOKS), progress_bar=False)
+    except Exception as error:  # noqa: BLE001 - reported with the executed notebook
+        message = _quote_failure(COMPARE_STAGE, output, error)
+        if output.exists():
+            message += f"\nHTML: {render_stage_html(COMPARE_STAGE, output)['html']}"
+        write_new(output_dir / "FAILED", (message + "\n").encode("utf-8"))
+        raise RunFailed(message) from error
+    html = render_stage_html(COMPARE_STAGE, output)["html"]
+    if not comparison_path.exists():
+        raise RunFailed(f"{COMPARE_STAGE} ran but wrote no comparison at {comparison_path}")
+    result = ComparisonRun(comparison_id, output_dir, comparison_path, html, str(comparison_path))
+    if remote:
+        from evalbook.storage import StorageError, publish_run
+
+        remote_parent = candidate_location.rsplit("/", 1)[0] + "/" + COMPARISONS_DIR
+        try:
+            publish_run(output_dir, comparison_path, parent, remote_parent)
+        except StorageError as error:
+            raise PublishFailed(f"{error}\nthe comparison is kept locally at {output_dir}") from error
+        result.location = f"{remote_parent}/{comparison_path.name}"
     return result

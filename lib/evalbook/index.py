@@ -1,0 +1,329 @@
+"""The index of every run under an outputs root: one static page, `<outputs_root>/index.html`.
+
+A run is a folder `<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>/` (see runner.py);
+its report, when the run succeeded, is `<run_id>.json` beside the folder. The page needs no
+script and fetches nothing: inline CSS, links relative to the page, every value from the data
+escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from evalbook.html import noinput_path
+from evalbook.report import write_atomically
+
+INDEX_NAME = "index.html"
+REPORT_NOTEBOOK = "04_report.ipynb"
+RUNNING_OR_CRASHED = "running or crashed"
+UNREADABLE = "unreadable"
+MISSING = "\u2014"
+_RUN_GLOB = "*/eval-runs/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]/*/"
+# Run comparisons (05_compare) live beside the candidate run in this folder; they are not runs.
+COMPARISONS_DIR = "comparisons"
+
+
+def _field(data: Any, *keys: str) -> Any:
+    """data[k1][k2]...; None when a level is missing or is not an object."""
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _read_json(path: Path, label: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the object, None), or (None, why the file called `label` cannot be read)."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        return None, f"{label}: {error}"
+    if not isinstance(data, dict):
+        return None, f"{label}: not a JSON object"
+    return data, None
+
+
+def _utc(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.astimezone(timezone.utc) if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _started_without_summary(run_dir: Path) -> datetime:
+    # The runner touches RUNNING as it creates the folder, so its mtime is the start time.
+    marker = run_dir / "RUNNING"
+    stat = (marker if marker.exists() else run_dir).stat()
+    return datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc)
+
+
+def _failure_reason(run_dir: Path, summary: dict[str, Any]) -> str | None:
+    failed = run_dir / "FAILED"
+    if failed.is_file():
+        return failed.read_text("utf-8", errors="replace").strip() or None
+    errors = [s.get("error") for s in summary.get("stages") or [] if isinstance(s, dict)]
+    return next((e for e in errors if isinstance(e, str)), None)
+
+
+def _bertscore_layer(report: dict[str, Any]) -> int | None:
+    layer = _field(report, "provenance", "bertscore_num_layers")
+    return layer if isinstance(layer, int) and not isinstance(layer, bool) else None
+
+
+def _metrics(report: dict[str, Any]) -> dict[str, float | None]:
+    """The headline means: BERTScore F1, sentence cosine, top-k match rate, each judge metric."""
+    metrics = {
+        "bertscore_f1": _field(report, "answer_similarity_summary", "bertscore_f1", "mean"),
+        "sentence_cosine": _field(report, "answer_similarity_summary", "sentence_cosine", "mean"),
+        "top_k_match_rate": _field(report, "retrieval_summary", "top_k_match_rate"),
+    }
+    judged = _field(report, "judge_summary", "metrics")
+    for name, summary in (judged.items() if isinstance(judged, dict) else ()):
+        metrics[f"judge:{name}"] = _field(summary, "mean")
+    return metrics
+
+
+def _report_fields(report: dict[str, Any]) -> dict[str, Any]:
+    judge = report.get("judge_summary")
+    return {
+        "dataset": {key: _field(report, "dataset", key) for key in ("name", "split", "n_examples")},
+        "models": {"sentence_transformer": _field(report, "models", "sentence_transformer"),
+                   "bertscore": _field(report, "models", "bertscore"),
+                   "bertscore_layer": _bertscore_layer(report),
+                   "generator": _field(report, "models", "generator")},
+        "judge_label": _field(judge, "label") or _field(judge, "status"),
+        "k": _field(report, "retrieval_summary", "k"),
+        "metrics": _metrics(report),
+    }
+
+
+def _links(run_dir: Path, report_path: Path, summary: dict[str, Any] | None) -> dict[str, Path]:
+    """The run's files worth opening, by label; only files that exist."""
+    report_notebook = run_dir / REPORT_NOTEBOOK
+    candidates = {"report": report_notebook.with_suffix(".html"),
+                  "report, no code": noinput_path(report_notebook),
+                  "JSON": report_path,
+                  "run.json": run_dir / "run.json"}
+    for stage in (summary or {}).get("stages") or []:
+        if isinstance(stage, dict) and stage.get("status") == "failed" and stage.get("html"):
+            label = f"{stage.get('stage', 'failed stage')} (failed)"
+            candidates[label] = run_dir / Path(stage["html"]).name
+    return {label: path for label, path in candidates.items() if path.is_file()}
+
+
+def _run_row(run_dir: Path) -> dict[str, Any]:
+    env = run_dir.parents[4].name
+    report_path = run_dir.parent / f"{run_dir.name}.json"
+    row: dict[str, Any] = {"run_id": run_dir.name, "env": env, "run_dir": run_dir, "started_at": None,
+                           "status": RUNNING_OR_CRASHED, "reason": None, "report": None,
+                           "dataset": {}, "models": {}, "judge_label": None, "k": None, "metrics": {}}
+    summary, problem = None, None
+    if (run_dir / "run.json").is_file():
+        summary, problem = _read_json(run_dir / "run.json", "run.json")
+    if summary is not None:
+        row["started_at"] = _utc(summary.get("started_at"))
+        if not summary.get("status"):
+            row.update(status=UNREADABLE, reason="run.json: no status")
+        else:
+            row["status"] = str(summary["status"])
+        if row["status"] == "failed":
+            row["reason"] = _failure_reason(run_dir, summary)
+        elif row["status"] == "succeeded" and not report_path.is_file():
+            row["reason"] = f"the report {report_path.name} is missing"
+    elif problem is not None:
+        row.update(status=UNREADABLE, reason=problem)
+    if row["started_at"] is None:
+        row["started_at"] = _started_without_summary(run_dir)
+    if report_path.is_file():
+        report, problem = _read_json(report_path, "report JSON")
+        if report is None:
+            row.update(status=UNREADABLE, reason=problem)
+        else:
+            row.update(report=report_path, **_report_fields(report))
+    row["links"] = _links(run_dir, report_path, summary)
+    return row
+
+
+def collect_runs(outputs_root: Path) -> list[dict[str, Any]]:
+    """One row per run folder under `outputs_root`, newest first.
+
+    Each row holds run_id, env, run_dir, started_at (an aware UTC datetime; for a folder without
+    run.json, the time its RUNNING marker was made, else the folder's mtime), status (run.json's
+    "succeeded"/"failed", "running or crashed" without run.json, "unreadable" when run.json or
+    the report is not valid JSON), reason (the failure or parse error, else None), report (the
+    report JSON's path when it exists and parses, else None), dataset, models, judge_label, k,
+    metrics (headline means; judge metrics as "judge:<name>") and links (label -> existing file).
+    """
+    outputs_root = Path(outputs_root)
+    rows = [_run_row(path) for path in outputs_root.glob(_RUN_GLOB)
+            if path.is_dir() and path.name != COMPARISONS_DIR]
+    return sorted(rows, key=lambda row: (row["started_at"], row["run_id"]), reverse=True)
+
+
+def _number(value: Any, places: int = 3) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return MISSING
+    return f"{value:.{places}f}"
+
+
+def _text(value: Any) -> str:
+    """Escaped text of a data value; missing, empty or NaN becomes an em dash."""
+    if value is None or value == "" or (isinstance(value, float) and not math.isfinite(value)):
+        return MISSING
+    return html.escape(str(value))
+
+
+def _href(page_dir: Path, target: Path) -> str:
+    relative = target.relative_to(page_dir)
+    return html.escape("/".join(quote(part) for part in relative.parts))
+
+
+def _status_cell(row: dict[str, Any]) -> str:
+    status = row["status"]
+    badge = f'<span class="status {html.escape(status.replace(" ", "-"))}">{_text(status)}</span>'
+    if not row["reason"]:
+        return badge
+    first_line = row["reason"].strip().splitlines()[0]
+    return (f'{badge}<div class="reason" title="{html.escape(row["reason"])}">'
+            f"{html.escape(first_line)}</div>")
+
+
+def _dataset_cell(dataset: dict[str, Any]) -> str:
+    if not dataset:
+        return MISSING
+    n = dataset.get("n_examples")
+    count = f"n={n}" if isinstance(n, int) and not isinstance(n, bool) else f"n={MISSING}"
+    return (f'{_text(dataset.get("name"))}<div class="sub">{_text(dataset.get("split"))} · '
+            f"{count}</div>")
+
+
+def _models_cell(models: dict[str, Any]) -> str:
+    if not models:
+        return MISSING
+    layer = models.get("bertscore_layer")
+    layer_text = f" (layer {layer})" if layer is not None else f" (layer {MISSING})"
+    return (f'<div><span class="key">sentence</span> {_text(models.get("sentence_transformer"))}</div>'
+            f'<div><span class="key">BERTScore</span> {_text(models.get("bertscore"))}'
+            f"{layer_text}</div>"
+            f'<div><span class="key">generator</span> {_text(models.get("generator"))}</div>')
+
+
+def _judge_cell(label: Any) -> str:
+    text = _text(label)
+    return text if text == MISSING else f'<span class="mono">{text}</span>'
+
+
+def _judge_metric_names(rows: list[dict[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for row in rows:
+        names += [name for name in row["metrics"] if name.startswith("judge:") and name not in names]
+    return names
+
+
+def _row_html(row: dict[str, Any], judge_metrics: list[str], page_dir: Path) -> str:
+    metrics = row["metrics"]
+    k = row["k"]
+    top_k = _number(metrics.get("top_k_match_rate"))
+    if top_k != MISSING and isinstance(k, int):
+        top_k = f'{top_k}<div class="sub">k={k}</div>'
+    numbers = [_number(metrics.get("bertscore_f1")), _number(metrics.get("sentence_cosine")), top_k,
+               *(_number(metrics.get(name)) for name in judge_metrics)]
+    links = " ".join(f'<a href="{_href(page_dir, path)}">{html.escape(label)}</a>'
+                     for label, path in row["links"].items()) or MISSING
+    cells = [
+        f'<td class="when">{row["started_at"]:%Y-%m-%d %H:%M:%S}'
+        f'<div class="sub mono">{_text(row["run_id"])}</div></td>',
+        f"<td>{_text(row['env'])}</td>",
+        f'<td class="state">{_status_cell(row)}</td>',
+        f'<td class="dataset">{_dataset_cell(row["dataset"])}</td>',
+        f'<td class="models">{_models_cell(row["models"])}</td>',
+        f'<td class="judge">{_judge_cell(row["judge_label"])}</td>',
+        *(f'<td class="num">{value}</td>' for value in numbers),
+        f'<td class="links">{links}</td>',
+    ]
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+_CSS = """
+:root { color-scheme: light dark; --fg: #1f2328; --muted: #656d76; --line: #d0d7de;
+  --head: #f6f8fa; --stripe: #fbfcfd; --ok: #1a7f37; --bad: #cf222e; --warn: #9a6700; }
+@media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --muted: #8d96a0; --line: #30363d;
+  --head: #161b22; --stripe: #0d1117; --ok: #3fb950; --bad: #f85149; --warn: #d29922; } }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg);
+  margin: 2rem; }
+h1 { font-size: 1.5rem; margin: 0 0 .25rem; }
+p.summary { color: var(--muted); margin: 0 0 1.25rem; }
+table { border-collapse: collapse; width: 100%; }
+th, td { border-bottom: 1px solid var(--line); padding: .5rem .6rem; text-align: left;
+  vertical-align: top; }
+th { background: var(--head); position: sticky; top: 0; font-weight: 600; white-space: nowrap; }
+tbody tr:nth-child(even) { background: var(--stripe); }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.when { white-space: nowrap; font-variant-numeric: tabular-nums; }
+.mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .85em; }
+.sub, .reason, .key { color: var(--muted); font-size: .85em; }
+.reason { max-width: 22rem; overflow-wrap: anywhere; }
+.models div, td.judge, td.dataset { white-space: nowrap; }
+.status { font-weight: 600; white-space: nowrap; }
+td.state { min-width: 14rem; }
+.status.succeeded { color: var(--ok); }
+.status.failed, .status.unreadable { color: var(--bad); }
+.status.running-or-crashed { color: var(--warn); }
+td.links a { display: inline-block; margin-right: .6rem; white-space: nowrap; }
+"""
+
+
+def render_index(rows: list[dict[str, Any]], page_dir: Path) -> str:
+    """The index page for `rows` (from collect_runs), with links relative to `page_dir`."""
+    judge_metrics = _judge_metric_names(rows)
+    headers = ["Started (UTC)", "Env", "Status", "Dataset", "Models", "Judge"]
+    numeric = ["BERTScore F1", "Sentence cosine", "Top-k match",
+               *(f"Judge {name.removeprefix('judge:')}" for name in judge_metrics)]
+    head = ("".join(f"<th>{h}</th>" for h in headers)
+            + "".join(f'<th class="num">{html.escape(h)}</th>' for h in numeric) + "<th>Files</th>")
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    summary = ", ".join(f"{n} {html.escape(status)}" for status, n in sorted(counts.items()))
+    body = "\n".join(_row_html(row, judge_metrics, page_dir) for row in rows)
+    empty = f'<tr><td colspan="{len(headers) + len(numeric) + 1}">No runs yet.</td></tr>'
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>evalbook runs</title>
+<style>{_CSS}</style>
+</head>
+<body>
+<h1>evalbook runs</h1>
+<p class="summary">{len(rows)} run{"" if len(rows) == 1 else "s"}{": " + summary if rows else ""}.
+Newest first. Scores are means over each run's examples (judge metrics: over its judged sample);
+{MISSING} marks a missing value.</p>
+<table>
+<thead><tr>{head}</tr></thead>
+<tbody>
+{body or empty}
+</tbody>
+</table>
+</body>
+</html>
+"""
+
+
+def build_index(outputs_root: Path) -> Path:
+    """Write `<outputs_root>/index.html` listing every run, replacing the previous index atomically."""
+    outputs_root = Path(outputs_root)
+    page = render_index(collect_runs(outputs_root), outputs_root)
+    index = outputs_root / INDEX_NAME
+    write_atomically(index, page.encode("utf-8"), overwrite=True)
+    return index

@@ -1,0 +1,230 @@
+"""The runs index lists every run folder, escaped, offline and newest first: lib/evalbook/index.py."""
+
+import json
+import os
+import re
+from datetime import datetime, timezone
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from browser import inspect_offline
+from evalbook.html import external_references
+from evalbook.index import COMPARISONS_DIR, MISSING, build_index, collect_runs
+
+JUDGED = "11111111-1111-4111-8111-111111111111"
+FAILED = "22222222-2222-4222-8222-222222222222"
+RUNNING = "33333333-3333-4333-8333-333333333333"
+BROKEN_REPORT = "44444444-4444-4444-8444-444444444444"
+OLD_SCHEMA = "55555555-5555-4555-8555-555555555555"
+HOSTILE_NAME = "<script>alert('x')</script> & co"
+
+
+def _day(root: Path, env: str, started: datetime) -> Path:
+    return root / env / "eval-runs" / f"{started:%Y}" / f"{started:%m}" / f"{started:%d}"
+
+
+def _summary(mean: float | None) -> dict:
+    return {"mean": mean, "p10": None, "p50": None, "p90": None, "n": 4, "n_missing": 0}
+
+
+def _report(run_id: str, dataset_name: str, f1: float | None, judge: dict | None) -> dict:
+    report = {
+        "schema_version": "1.1", "run_id": run_id, "timestamp": "2026-11-29T10:00:30Z",
+        "dataset": {"name": dataset_name, "split": "validation", "n_examples": 4},
+        "models": {"generator": "gen-model", "bertscore": "bert-model",
+                   "sentence_transformer": "st-model"},
+        "retrieval_summary": {"top_k_match_rate": 0.5, "k": 5, "n": 4, "n_missing": 0},
+        "answer_similarity_summary": {"bertscore_f1": _summary(f1), "sentence_cosine": _summary(0.25)},
+        "provenance": {"bertscore_num_layers": 6},
+    }
+    if judge is not None:
+        report["judge_summary"] = judge
+    return report
+
+
+def _run(root: Path, env: str, run_id: str, started: datetime, status: str | None,
+         report: str | dict | None = None, files: tuple[str, ...] = (), failure: str | None = None,
+         stages: list | None = None) -> Path:
+    run_dir = _day(root, env, started) / run_id
+    run_dir.mkdir(parents=True)
+    for name in files:
+        (run_dir / name).write_text(f"<p>{name}</p>")
+    if status is None:
+        marker = run_dir / "RUNNING"
+        marker.touch()
+        os.utime(marker, (started.timestamp(), started.timestamp()))
+        return run_dir
+    summary = {"run_id": run_id, "status": status, "started_at": started.isoformat(),
+               "finished_at": started.isoformat(), "stages": stages or []}
+    (run_dir / "run.json").write_text(json.dumps(summary))
+    if failure is not None:
+        (run_dir / "FAILED").write_text(failure)
+    if report is not None:
+        text = report if isinstance(report, str) else json.dumps(report)
+        (run_dir.parent / f"{run_id}.json").write_text(text)
+    return run_dir
+
+
+def at(hour: int, day: int = 29) -> datetime:
+    return datetime(2026, 11, day, hour, 0, 5, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def outputs(tmp_path) -> Path:
+    judge = {"status": "ran", "label": "judge-0123456789abcdef",
+             "metrics": {"groundedness": {"mean": 0.875}, "relevance": {"mean": None}}}
+    not_run = {"status": "not_run", "label": None, "metrics": {}}
+    _run(tmp_path, "local", JUDGED, at(10), "succeeded", _report(JUDGED, HOSTILE_NAME, 0.8125, judge),
+         files=("04_report.html", "04_report.noinput.html", "04_report.ipynb"))
+    failed_stage = {"stage": "02_score", "status": "failed", "error": "boom",
+                    "html": "/elsewhere/02_score.html"}
+    _run(tmp_path, "ci", FAILED, at(8, day=30), "failed", files=("02_score.html",),
+         failure="stage 02_score failed\nValueError: boom", stages=[failed_stage])
+    _run(tmp_path, "local", RUNNING, at(9, day=30), None)
+    _run(tmp_path, "local", BROKEN_REPORT, at(23, day=28), "succeeded", "{not json",
+         files=("04_report.html",))
+    # Schema 1.0 reports have no judge_summary; NaN must never reach the page.
+    old = _report(OLD_SCHEMA, "plain", None, None)
+    old["retrieval_summary"]["top_k_match_rate"] = float("nan")
+    _run(tmp_path, "local", OLD_SCHEMA, at(7), "succeeded", old)
+    return tmp_path
+
+
+class _Page(HTMLParser):
+    """The rows' cell texts and every link's href."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.hrefs: list[str] = []
+        self._in_body = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tbody":
+            self._in_body = True
+        elif tag == "tr" and self._in_body:
+            self.rows.append([])
+        elif tag == "td" and self._in_body:
+            self.rows[-1].append("")
+        elif tag == "a":
+            self.hrefs.append(dict(attrs)["href"])
+
+    def handle_endtag(self, tag):
+        if tag == "tbody":
+            self._in_body = False
+
+    def handle_data(self, data):
+        if self._in_body and self.rows and self.rows[-1]:
+            self.rows[-1][-1] += data
+
+
+def _parse(index: Path) -> _Page:
+    page = _Page()
+    page.feed(index.read_text("utf-8"))
+    return page
+
+
+def test_collect_runs_lists_every_run_newest_first(outputs):
+    rows = collect_runs(outputs)
+    assert [row["run_id"] for row in rows] == [RUNNING, FAILED, JUDGED, OLD_SCHEMA, BROKEN_REPORT]
+    by_id = {row["run_id"]: row for row in rows}
+    assert by_id[RUNNING]["status"] == "running or crashed"
+    assert by_id[RUNNING]["started_at"] == at(9, day=30)
+    assert by_id[FAILED]["status"] == "failed" and by_id[FAILED]["env"] == "ci"
+    assert by_id[FAILED]["reason"].startswith("stage 02_score failed")
+    assert by_id[BROKEN_REPORT]["status"] == "unreadable"
+    assert by_id[BROKEN_REPORT]["reason"].startswith("report JSON: Expecting property name")
+    assert by_id[JUDGED]["report"] == outputs / "local/eval-runs/2026/11/29" / f"{JUDGED}.json"
+    assert [row["run_id"] for row in rows if row["status"] == "succeeded" and row["report"]] == [
+        JUDGED, OLD_SCHEMA]
+    assert by_id[JUDGED]["metrics"] == {"bertscore_f1": 0.8125, "sentence_cosine": 0.25,
+                                        "top_k_match_rate": 0.5, "judge:groundedness": 0.875,
+                                        "judge:relevance": None}
+
+
+def test_index_shows_every_run_with_its_values(outputs):
+    index = build_index(outputs)
+    assert index == outputs / "index.html"
+    rows = _parse(index).rows
+    assert [next(i for i in (RUNNING, FAILED, JUDGED, OLD_SCHEMA, BROKEN_REPORT) if i in row[0])
+            for row in rows] == [RUNNING, FAILED, JUDGED, OLD_SCHEMA, BROKEN_REPORT]
+    running, failed, judged, old, broken = rows
+    assert running[0].startswith("2026-11-30 09:00:05")
+    assert running[2] == "running or crashed"
+    assert failed[2].startswith("failed") and "stage 02_score failed" in failed[2]
+    assert broken[2].startswith("unreadable") and "Expecting property name" in broken[2]
+    assert judged[:3] == [f"2026-11-29 10:00:05{JUDGED}", "local", "succeeded"]
+    assert judged[3] == f"{HOSTILE_NAME}validation · n=4"
+    assert judged[4] == "sentence st-modelBERTScore bert-model (layer 6)generator gen-model"
+    assert judged[5] == "judge-0123456789abcdef"
+    # BERTScore F1, sentence cosine, top-k (k), judge groundedness, judge relevance
+    assert judged[6:11] == ["0.812", "0.250", "0.500k=5", "0.875", MISSING]
+    assert old[5] == MISSING and old[6:11] == [MISSING, "0.250", MISSING, MISSING, MISSING]
+    assert running[3:11] == [MISSING] * 8
+
+
+def test_index_escapes_data_and_never_says_nan(outputs):
+    text = build_index(outputs).read_text("utf-8")
+    assert "<script>" not in text
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; co" in text
+    assert not re.search(r"\bnan\b", text, re.IGNORECASE)
+
+
+def test_index_links_are_relative_and_point_at_files(outputs):
+    index = build_index(outputs)
+    hrefs = _parse(index).hrefs
+    assert hrefs
+    for href in hrefs:
+        assert not re.match(r"^([a-z]+:|/)", href), href
+        assert (index.parent / href).is_file(), href
+    judged = f"local/eval-runs/2026/11/29/{JUDGED}"
+    assert {f"{judged}/04_report.html", f"{judged}/04_report.noinput.html",
+            f"local/eval-runs/2026/11/29/{JUDGED}.json", f"{judged}/run.json"} <= set(hrefs)
+    assert f"ci/eval-runs/2026/11/30/{FAILED}/02_score.html" in hrefs
+    # An unreadable report stays reachable, so one can see what is wrong with it.
+    assert f"local/eval-runs/2026/11/28/{BROKEN_REPORT}.json" in hrefs
+
+
+def test_index_is_self_contained(outputs):
+    text = build_index(outputs).read_text("utf-8")
+    assert external_references(text) == []
+    assert "<script" not in text and "<link" not in text
+
+
+def test_rebuilding_replaces_the_index(outputs):
+    index = build_index(outputs)
+    assert "66666666" not in index.read_text("utf-8")
+    later = "66666666-6666-4666-8666-666666666666"
+    _run(outputs, "local", later, at(12, day=30), "failed", failure="later failure")
+    assert build_index(outputs) == index
+    assert _parse(index).rows[0][0].endswith(later)
+    assert sorted(path.name for path in outputs.iterdir()) == ["ci", "index.html", "local"]
+
+
+def test_an_empty_outputs_root_gets_an_index(tmp_path):
+    assert collect_runs(tmp_path) == []
+    assert "No runs yet." in build_index(tmp_path).read_text("utf-8")
+
+
+def test_index_opens_offline_in_chromium(outputs):
+    seen = inspect_offline(build_index(outputs))
+    assert seen["non_local_requests"] == []
+    assert seen["console_errors"] == []
+    assert seen["title"] == "evalbook runs"
+
+
+def test_a_succeeded_run_without_its_report_says_so(tmp_path):
+    _run(tmp_path, "local", JUDGED, at(10), "succeeded")
+    (row,) = collect_runs(tmp_path)
+    assert (row["status"], row["report"]) == ("succeeded", None)
+    assert row["reason"] == f"the report {JUDGED}.json is missing"
+    assert f"the report {JUDGED}.json is missing" in build_index(tmp_path).read_text("utf-8")
+
+
+def test_comparison_folders_beside_runs_are_not_runs(outputs):
+    day = outputs / "local/eval-runs/2026/11/29"
+    (day / COMPARISONS_DIR / "aaaa-vs-bbbb-20261129T000000Z").mkdir(parents=True)
+    (day / COMPARISONS_DIR / "aaaa-vs-bbbb-20261129T000000Z.json").write_text("{}", "utf-8")
+    assert COMPARISONS_DIR not in [row["run_id"] for row in collect_runs(outputs)]
