@@ -27,6 +27,7 @@ from evalbook.compare import (
     metric_table,
     pair_examples,
     paired_deltas,
+    regressions_styled,
     regressions_table,
     runs_frame,
     validate_comparison,
@@ -487,6 +488,9 @@ def test_a_degradation_lists_the_worst_regressions_first():
     assert first["baseline_score"] == 0.8 and first["candidate_score"] == pytest.approx(0.7)
     assert first["baseline_judge"] is None
     assert list(regressions_table(doc, "bertscore_f1")["id"]) == ["e009", "e008", "e007", "e006"]
+    html = regressions_styled(doc, "bertscore_f1").to_html()
+    assert "cand answer e009" in html and "white-space: pre-wrap" in html, "answers are shown whole"
+    assert "4 largest regressions" in html and "http" not in html
     long = deltas_frame(doc)
     assert list(long.columns) == ["id", "metric", "baseline", "candidate", "delta"]
     assert len(long) == 20 * len(EMBEDDING)

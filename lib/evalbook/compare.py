@@ -734,3 +734,16 @@ def regressions_table(doc: dict[str, Any], metric: str) -> pd.DataFrame:
             row["candidate_judge"] = verdict_text(entry["candidate_judge"])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def regressions_styled(doc: dict[str, Any], metric: str):
+    """regressions_table for reading: full answers side by side, wrapped, the delta shaded red."""
+    from evalbook.figures import readable_table
+
+    frame = regressions_table(doc, metric)
+    caption = (f"{metric}: the {len(frame)} largest regressions (delta = candidate - baseline; "
+               f"tolerance {doc['parameters']['tolerance']:g})")
+    styler = readable_table(frame, caption)
+    if len(frame):
+        styler = styler.background_gradient(cmap="Reds_r", subset=["delta"], vmin=-1.0, vmax=0.0)
+    return styler

@@ -557,6 +557,18 @@ def worst_examples_frame(report: dict[str, Any], metric: str, n: int = 5) -> pd.
     return frame.sort_values([metric, "id"], kind="mergesort").head(n).reset_index(drop=True)
 
 
+def readable_table(frame: pd.DataFrame, caption: str) -> Styler:
+    """A table of examples styled for reading: full text wrapped (never cut short), HTML escaped,
+    numbers to 3 decimals, missing values as an em dash."""
+    return (frame.style.hide(axis="index")
+            .format(escape="html", precision=3, na_rep="—")
+            .set_caption(caption)
+            .set_table_styles([
+                {"selector": "td", "props": "white-space: pre-wrap; max-width: 32em; "
+                                            "vertical-align: top; text-align: left;"},
+                {"selector": "th", "props": "text-align: left;"}]))
+
+
 def worst_examples(report: dict[str, Any], metric: str, n: int = 5) -> Styler:
     """worst_examples_frame styled for reading: wrapped text, the score on a red-to-blue gradient.
 
@@ -566,14 +578,8 @@ def worst_examples(report: dict[str, Any], metric: str, n: int = 5) -> Styler:
     frame = worst_examples_frame(report, metric, n)
     low = -1.0 if metric == "relevance" else 0.0
     n_scored = int(_score_frame(report, [metric])[metric].notna().sum())
-    styler = (frame.style.hide(axis="index")
-              .format(escape="html", precision=3, na_rep="—")
-              .set_caption(f"The {len(frame)} lowest {style_of(metric).label} scores "
-                           f"of {_count(n_scored, 'scored example')}")
-              .set_table_styles([
-                  {"selector": "td", "props": "white-space: pre-wrap; max-width: 32em; "
-                                              "vertical-align: top; text-align: left;"},
-                  {"selector": "th", "props": "text-align: left;"}]))
+    styler = readable_table(frame, f"The {len(frame)} lowest {style_of(metric).label} scores "
+                                   f"of {_count(n_scored, 'scored example')}")
     if len(frame):
         styler = styler.background_gradient(cmap="RdBu", subset=[metric], vmin=low, vmax=1.0)
     return styler
