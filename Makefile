@@ -40,8 +40,8 @@ browser:
 	@if command -v chromium >/dev/null 2>&1; then :; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	  echo "installing Debian's chromium for the browser tests"; \
-	  (apt-get install -y chromium >/dev/null 2>&1 || \
-	   (apt-get update >/dev/null && apt-get install -y chromium >/dev/null)); \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null 2>&1 || \
+	   (apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null)); \
 	elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1; then \
 	  sudo apt-get update >/dev/null && sudo apt-get install -y chromium >/dev/null; \
 	else echo "note: chromium is not installed; the browser tests need it (Debian: apt-get install chromium)" >&2; fi
