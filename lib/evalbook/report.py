@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import pandas as pd
 
-from evalbook.scoring import METRIC_COLUMNS
+from evalbook.similarity import METRIC_COLUMNS
 from evalbook.stats import PERCENTILE_METHOD, rate, summarize
 
 SCHEMA_VERSION = "1.1"

@@ -27,9 +27,8 @@ from tqdm.auto import tqdm
 
 from evalbook.models import ResolvedModel
 from evalbook.retrieval import retrieval_columns
-from evalbook.similarity import greedy_match, mean_pool, pairwise_cosine, rescale
+from evalbook.similarity import METRIC_COLUMNS, greedy_match, mean_pool, pairwise_cosine, rescale
 
-METRIC_COLUMNS = ("bertscore_precision", "bertscore_recall", "bertscore_f1", "sentence_cosine")
 
 
 class ScoringError(RuntimeError):
