@@ -57,6 +57,9 @@ def test_notebook_diff_shows_injected_parameters_not_outputs_or_timestamps(tmp_p
     a, b = make_run(tmp_path, "run-a", 3), make_run(tmp_path, "run-b", 5)
     text = notebook_diff(a / "01_load.ipynb", b / "01_load.ipynb")
     assert '-run_id = "run-a"' in text and '+run_id = "run-b"' in text
+    # papermill gives the injected cell a new id each run; the diff still reads as one changed cell
+    assert "modified /cells/2/source" in text and "inserted before" not in text
+    assert str(a / "01_load.ipynb") in text, "the diff names the run's notebooks, not scratch copies"
     assert "load run-a" not in text, "outputs must not be diffed"
     assert "start_time" not in text and "2026-11-30T" not in text, "timestamps must not be diffed"
     assert "\x1b[" not in text, "no colour codes unless asked"

@@ -12,6 +12,7 @@ import difflib
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TextIO
 
@@ -50,15 +51,40 @@ def params_diff(a: Path, b: Path) -> list[str]:
                                      fromfile=str(left), tofile=str(right), lineterm=""))
 
 
+def _with_stable_injected_id(notebook: Path, folder: Path) -> Path:
+    """A copy of `notebook` whose papermill-injected parameters cell has a fixed id.
+
+    Papermill gives that cell a new random id in every execution, so nbdime would show it as
+    one cell deleted and another inserted; with equal ids it shows the changed lines.
+    """
+    import nbformat
+
+    content = nbformat.read(notebook, as_version=4)
+    for cell in content.cells:
+        if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
+            cell["id"] = "injected-parameters"
+    copy = folder / notebook.name
+    nbformat.write(content, copy)
+    return copy
+
+
 def notebook_diff(a: Path, b: Path, color: bool = False) -> str:
     """nbdime's diff of two notebooks' cell sources (no outputs, metadata or ids)."""
     command = [sys.executable, "-m", "nbdime", "diff", "--sources"]
     if not color:
         command.append("--no-color")
-    done = subprocess.run([*command, str(a), str(b)], capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory() as scratch:
+        left, right = Path(scratch, "a"), Path(scratch, "b")
+        left.mkdir(), right.mkdir()
+        copies = [_with_stable_injected_id(a, left), _with_stable_injected_id(b, right)]
+        done = subprocess.run([*command, *map(str, copies)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"nbdime diff {a} {b} failed ({done.returncode}): {done.stderr.strip()}")
-    return _HEADER_TIME.sub(r"\1", done.stdout)
+    text = _HEADER_TIME.sub(r"\1", done.stdout)
+    # name the run's notebooks, not the scratch copies
+    for copy, original in zip(copies, (a, b)):
+        text = text.replace(str(copy), str(original))
+    return text
 
 
 def diff_runs(a: Path, b: Path, out: TextIO = sys.stdout, color: bool = False) -> int:
