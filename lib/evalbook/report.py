@@ -162,6 +162,15 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
     }
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 def write_atomically(path: Path, data: bytes, overwrite: bool = False) -> None:
     """Write `data` to `path` through a temporary file in the same folder, so no reader ever
     sees half a file. Without `overwrite` an existing file is refused (FileExistsError); with
@@ -169,6 +178,8 @@ def write_atomically(path: Path, data: bytes, overwrite: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file private (0600); outputs are meant to be shared like any file
+        os.fchmod(handle, 0o666 & ~_UMASK)
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
         if overwrite:

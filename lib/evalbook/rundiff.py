@@ -1,9 +1,10 @@
 """What changed between two runs: their resolved params and their executed notebooks' sources.
 
 `make diff A=<run id> B=<run id>` prints a unified diff of the two `params.yaml` files, then the
-nbdime diff of each stage notebook both runs executed, restricted to cell sources. Papermill
-writes the run's parameters into an injected cell, so a changed parameter shows there; outputs,
-execution counts and timestamps live elsewhere in the notebook and are left out.
+nbdime diff of each stage notebook both runs executed, restricted to cell sources. The runner
+injects `params_path`, `run_dir` and `run_id` into each notebook, so the injected cell shows which
+run's resolved profile the notebook read; a changed profile value (`-p key=value`) shows in the
+params diff above it. Outputs, execution counts and timestamps are left out.
 """
 
 from __future__ import annotations

@@ -292,7 +292,9 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     baseline_id = load_report(baseline_location)["run_id"]
     candidate_id = load_report(candidate_location)["run_id"]
     created = datetime.now(timezone.utc)
-    comparison_id = f"{baseline_id[:8]}-vs-{candidate_id[:8]}-{created:%Y%m%dT%H%M%SZ}"
+    # the time, and a random suffix so that two comparisons started in one second never collide
+    comparison_id = (f"{baseline_id[:8]}-vs-{candidate_id[:8]}-{created:%Y%m%dT%H%M%SZ}-"
+                     f"{uuid.uuid4().hex[:4]}")
     remote = is_remote(candidate_location)
     from evalbook.index import COMPARISONS_DIR
 

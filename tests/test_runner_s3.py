@@ -1,0 +1,302 @@
+"""End-to-end: `python -m evalbook run|compare` publishing to a real S3-compatible server.
+
+The server is moto's standalone server on 127.0.0.1 (tests/s3server.py); its access log is the
+witness of which requests the command sent and in which order. Each pipeline run is a subprocess
+with test credentials and the loopback endpoint in its environment, and nothing else from the
+developer's AWS set-up.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+
+from evalbook.report import validate_report
+from evalbook.storage import read_bytes
+from s3server import MotoServer, Request
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = str(ROOT / "params" / "default.yaml")
+TRUNCATED = str(ROOT / "data" / "sample" / "predictions-truncated.jsonl")
+PREFIX = "team/evals"
+# Distinctive, so that finding one in an output can only mean it leaked there.
+ACCESS_KEY_ID = "AKIAEVALBOOKLEAKCHECK7Q"
+SECRET_ACCESS_KEY = "evalbook-secret-must-never-be-written-5d1f9c3a7e"
+REGION = "us-east-1"
+AWS_VARIABLES_REPLACED = (
+    "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+    "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE",
+    "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+RUN_KEY = re.compile(r"^local/eval-runs/(?P<day>\d{4}/\d{2}/\d{2})/(?P<run_id>[0-9a-f-]{36})\.json$")
+
+
+@dataclass
+class CliRun:
+    completed: subprocess.CompletedProcess
+    local_root: Path
+    # what the server logged while the command ran, and the bucket's keys right after it
+    requests: list[Request]
+    keys: list[str]
+    utc_days: set[str]
+
+    @property
+    def last_line(self) -> str:
+        return self.completed.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with MotoServer(tmp_path_factory.mktemp("moto") / "access.log") as running:
+        yield running
+
+
+def other_day_time_zone() -> str:
+    """A POSIX TZ (no tzdata needed) whose local date is not today's UTC date: UTC-12 before noon
+    UTC, UTC+14 after. A run dated by local time instead of UTC then lands on another day."""
+    return "EVB+12" if datetime.now(timezone.utc).hour < 12 else "EVB-14"
+
+
+@pytest.fixture(scope="module")
+def aws_environment(server, tmp_path_factory) -> dict[str, str]:
+    """The environment of every command under test: the test credentials, the loopback endpoint,
+    and a local time zone on another day than UTC."""
+    home = tmp_path_factory.mktemp("aws")
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in AWS_VARIABLES_REPLACED}
+    no_proxy = ",".join(filter(None, [os.environ.get("NO_PROXY"), "127.0.0.1,localhost"]))
+    environment.update(
+        AWS_ACCESS_KEY_ID=ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET_ACCESS_KEY,
+        AWS_DEFAULT_REGION=REGION, AWS_ENDPOINT_URL_S3=server.url,
+        AWS_CONFIG_FILE=str(home / "no-config"), AWS_SHARED_CREDENTIALS_FILE=str(home / "no-credentials"),
+        AWS_EC2_METADATA_DISABLED="true", NO_PROXY=no_proxy, no_proxy=no_proxy,
+        TZ=other_day_time_zone())
+    return environment
+
+
+@pytest.fixture(scope="module")
+def in_process_aws(aws_environment):
+    """The same environment in this process, for evalbook.storage.read_bytes."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in AWS_VARIABLES_REPLACED:
+            patch.delenv(name, raising=False)
+        for name, value in aws_environment.items():
+            if name.startswith("AWS_") or name.lower() == "no_proxy":
+                patch.setenv(name, value)
+        yield
+
+
+@pytest.fixture(scope="module")
+def admin(server):
+    """A boto3 client for the tests' own set-up and checks, never used by the code under test."""
+    return boto3.client("s3", endpoint_url=server.url, region_name=REGION,
+                        aws_access_key_id="admin", aws_secret_access_key="admin")
+
+
+@pytest.fixture(scope="module")
+def bucket(admin):
+    name = f"evalbook-runs-{uuid.uuid4().hex[:10]}"
+    admin.create_bucket(Bucket=name)
+    return name
+
+
+def utc_day() -> str:
+    return f"{datetime.now(timezone.utc):%Y/%m/%d}"
+
+
+def list_keys(admin, bucket: str, prefix: str = "") -> list[str]:
+    pages = admin.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
+
+
+def cli(server, admin, bucket, environment, local_root: Path, command: list[str]) -> CliRun:
+    """Run `python -m evalbook <command>` from the project root, noting what the server saw."""
+    mark = len(server.requests())
+    before = utc_day()
+    completed = subprocess.run([sys.executable, "-m", "evalbook", *command], capture_output=True,
+                               text=True, cwd=ROOT, env=environment, check=False, timeout=900)
+    days = {before, utc_day()}
+    requests = server.requests_since(mark)
+    existing = [entry["Name"] for entry in admin.list_buckets()["Buckets"]]
+    keys = list_keys(admin, bucket) if bucket in existing else []
+    return CliRun(completed, local_root, requests, keys, days)
+
+
+def run_to_s3(server, admin, bucket, environment, local_root: Path, remote_root: str,
+              *overrides: str) -> CliRun:
+    command = ["run", "--params", DEFAULT, "-p", "limit=3", "-p", f"outputs_root={remote_root}",
+               "-p", f"local_outputs_root={local_root}", "-p", "judge.base_url=http://127.0.0.1:1/v1"]
+    for override in overrides:
+        command += ["-p", override]
+    return cli(server, admin, bucket, environment, local_root, command)
+
+
+def local_report(run: CliRun) -> Path:
+    """The report the run wrote locally, found from the CLI's report URL."""
+    key = run.last_line.removeprefix("s3://")
+    relative = key.split("/", 1)[1].removeprefix(PREFIX + "/")
+    return run.local_root / relative
+
+
+def files_under(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.rglob("*") if path.is_file())
+
+
+def failure(run: CliRun) -> str:
+    return f"exit {run.completed.returncode}\nstdout:\n{run.completed.stdout[-3000:]}\n" \
+           f"stderr:\n{run.completed.stderr[-5000:]}"
+
+
+@pytest.fixture(scope="module")
+def published(server, admin, bucket, aws_environment, tmp_path_factory) -> CliRun:
+    local_root = tmp_path_factory.mktemp("local-outputs")
+    return run_to_s3(server, admin, bucket, aws_environment, local_root, f"s3://{bucket}/{PREFIX}")
+
+
+def test_a_cli_run_is_published_to_s3_byte_for_byte_with_the_report_last(published, bucket, admin,
+                                                                            in_process_aws):
+    assert published.completed.returncode == 0, failure(published)
+    url_prefix = f"s3://{bucket}/{PREFIX}/"
+    assert published.last_line.startswith(url_prefix), published.completed.stdout
+    found = RUN_KEY.match(published.last_line.removeprefix(url_prefix))
+    assert found, f"{published.last_line} is not <root>/local/eval-runs/<yyyy>/<mm>/<dd>/<run_id>.json"
+    report, run_id = local_report(published), found["run_id"]
+    run_dir = report.parent / run_id
+    summary = json.loads((run_dir / "run.json").read_text())
+    assert summary["status"] == "succeeded" and summary["run_id"] == run_id
+    # the day in the key is the day the run started, in UTC
+    started = datetime.fromisoformat(summary["started_at"])
+    assert started.utcoffset().total_seconds() == 0
+    assert found["day"] == f"{started:%Y/%m/%d}" and found["day"] in published.utc_days
+
+    local_files = files_under(run_dir) + [report]
+    assert len(local_files) > 10 and (run_dir / "figures").is_dir()
+    expected_keys = {f"{PREFIX}/{path.relative_to(published.local_root).as_posix()}": path
+                     for path in local_files}
+    # exactly the run folder and the report: no index, no judge cache, nothing else
+    assert published.keys == sorted(expected_keys)
+    for key, path in expected_keys.items():
+        body = admin.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert body == path.read_bytes(), key
+    assert read_bytes(published.last_line) == report.read_bytes()
+    validate_report(json.loads(read_bytes(published.last_line)))
+
+    # one PUT per object, nothing but PUTs (no listing, reading or bucket creation), report last
+    sent = published.requests
+    assert all((request.method, request.status) == ("PUT", 200) for request in sent), sent
+    assert sorted(request.path for request in sent) == sorted(f"/{bucket}/{key}" for key in expected_keys)
+    assert sent[-1].path == f"/{bucket}/{PREFIX}/local/eval-runs/{found['day']}/{run_id}.json"
+    assert f"published {len(expected_keys)} objects" in published.completed.stdout
+
+
+def test_a_missing_bucket_fails_the_command_and_keeps_the_run_locally(
+        server, admin, aws_environment, tmp_path):
+    missing = f"evalbook-missing-{uuid.uuid4().hex[:10]}"
+    local_root = tmp_path / "local-outputs"
+    run = run_to_s3(server, admin, missing, aws_environment, local_root, f"s3://{missing}/{PREFIX}")
+
+    assert run.completed.returncode == 1, failure(run)
+    (report,) = local_root.glob("local/eval-runs/*/*/*/*.json")
+    run_dir = report.with_suffix("")
+    stderr = run.completed.stderr
+    assert f"bucket {missing!r}" in stderr and "does not exist" in stderr, stderr[-3000:]
+    assert f"the run is complete locally and kept at {run_dir}" in stderr, stderr[-3000:]
+    assert str(report) in stderr
+    assert f"s3://{missing}" not in run.completed.stdout
+
+    summary = json.loads((run_dir / "run.json").read_text())
+    assert summary["status"] == "succeeded" and summary["report"] == str(report)
+    assert not (run_dir / "RUNNING").exists() and not (run_dir / "FAILED").exists()
+    names = {path.name for path in run_dir.iterdir()}
+    for stage in ("01_load", "02_score", "03_judge", "04_report"):
+        assert {f"{stage}.ipynb", f"{stage}.html"} <= names
+    validate_report(json.loads(report.read_text()))
+
+    # the first refused PUT stopped the publish; the bucket was neither created nor listed
+    first_key = sorted(files_under(run_dir))[0].relative_to(local_root).as_posix()
+    assert run.requests == [Request("PUT", f"/{missing}/{PREFIX}/{first_key}", 404)]
+    assert missing not in [entry["Name"] for entry in admin.list_buckets()["Buckets"]]
+
+
+def test_credentials_are_never_written_to_a_run_or_an_uploaded_object(published, bucket, admin):
+    assert published.completed.returncode == 0, failure(published)
+    run_id = RUN_KEY.match(published.last_line.split(f"/{PREFIX}/", 1)[1])["run_id"]
+    written = {str(path): path.read_bytes() for path in files_under(published.local_root)}
+    written.update({f"s3://{bucket}/{key}": admin.get_object(Bucket=bucket, Key=key)["Body"].read()
+                    for key in list_keys(admin, bucket)})
+    written["stdout"] = published.completed.stdout.encode()
+    written["stderr"] = published.completed.stderr.encode()
+    kinds = {Path(name).suffix for name in written}
+    assert {".ipynb", ".html", ".yaml", ".json", ".parquet"} <= kinds
+    # the scan reads what it should: the run id is in the run's own records
+    assert sum(run_id.encode() in data for data in written.values()) >= 5
+    for secret in (SECRET_ACCESS_KEY, ACCESS_KEY_ID):
+        leaked = [name for name, data in written.items() if secret.encode() in data]
+        assert leaked == [], f"{secret} appears in {leaked}"
+
+
+def test_two_s3_runs_are_compared_from_s3_and_the_comparison_published_beside_the_candidate(
+        published, server, admin, bucket, aws_environment, tmp_path, in_process_aws):
+    # the baseline is the published run of the first test; the candidate has truncated answers
+    assert published.completed.returncode == 0, failure(published)
+    remote_root = f"s3://{bucket}/{PREFIX}"
+    candidate = run_to_s3(server, admin, bucket, aws_environment, published.local_root, remote_root,
+                          f"predictions_path={TRUNCATED}")
+    assert candidate.completed.returncode == 0, failure(candidate)
+    baseline_url, candidate_url = published.last_line, candidate.last_line
+    assert candidate_url.startswith(remote_root + "/") and candidate_url != baseline_url
+
+    profile = yaml.safe_load(Path(DEFAULT).read_text())
+    profile.update(outputs_root=remote_root, local_outputs_root=str(published.local_root),
+                   input_path=str(ROOT / profile["input_path"]),
+                   predictions_path=str(ROOT / profile["predictions_path"]))
+    params = tmp_path / "s3-profile.yaml"
+    params.write_text(yaml.safe_dump(profile))
+    compared = cli(server, admin, bucket, aws_environment, published.local_root,
+                   ["compare", "--params", str(params), "--baseline", baseline_url,
+                    "--candidate", candidate_url, "--resamples", "500"])
+    assert compared.completed.returncode == 0, failure(compared)
+
+    # both reports were read from S3
+    for url in (baseline_url, candidate_url):
+        path = "/" + url.removeprefix("s3://")
+        assert Request("GET", path, 200) in compared.requests, compared.requests
+
+    candidate_dir = candidate_url.rsplit("/", 1)[0]
+    comparison_url = compared.last_line
+    baseline_id = RUN_KEY.match(baseline_url.split(f"/{PREFIX}/", 1)[1])["run_id"]
+    candidate_id = RUN_KEY.match(candidate_url.split(f"/{PREFIX}/", 1)[1])["run_id"]
+    name = re.fullmatch(re.escape(candidate_dir) + r"/comparisons/(?P<id>[^/]+)\.json", comparison_url)
+    assert name, f"{comparison_url} is not beside the candidate {candidate_url}"
+    assert name["id"].startswith(f"{baseline_id[:8]}-vs-{candidate_id[:8]}-")
+    (folder_line,) = [line for line in compared.completed.stdout.splitlines()
+                      if line.startswith("comparison folder: ")]
+    output_dir = Path(folder_line.removeprefix("comparison folder: "))
+    local_comparison = output_dir.parent / f"{name['id']}.json"
+
+    body = read_bytes(comparison_url)
+    assert body == local_comparison.read_bytes()
+    comparison = json.loads(body)
+    assert comparison["baseline"]["location"] == baseline_url
+    assert comparison["candidate"]["location"] == candidate_url
+    (f1,) = [row for row in comparison["metrics"] if row["metric"] == "bertscore_f1"]
+    assert f1["mean_delta"] is not None and f1["mean_delta"] < 0, f1
+
+    # the comparison folder went up beside it too, byte for byte, and its JSON last
+    remote_folder = f"{candidate_dir}/comparisons/{name['id']}".removeprefix(f"s3://{bucket}/")
+    local_files = files_under(output_dir)
+    assert list_keys(admin, bucket, remote_folder + "/") == sorted(
+        f"{remote_folder}/{path.relative_to(output_dir).as_posix()}" for path in local_files)
+    for path in local_files:
+        key = f"{remote_folder}/{path.relative_to(output_dir).as_posix()}"
+        assert admin.get_object(Bucket=bucket, Key=key)["Body"].read() == path.read_bytes(), key
+    puts = [request for request in compared.requests if request.method == "PUT"]
+    assert puts[-1] == Request("PUT", "/" + comparison_url.removeprefix("s3://"), 200)
