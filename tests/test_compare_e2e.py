@@ -254,17 +254,20 @@ def link_targets(page: Path) -> list[Path]:
     return [page.parent / unquote(html.unescape(href)) for href in hrefs]
 
 
-def test_index_lists_both_runs_and_no_comparison(runs, comparison, browser):
+def test_index_lists_both_runs_and_the_comparison_apart(runs, comparison, browser):
     index = runs.outputs / "index.html"
-    written_by_the_runner = index.read_text("utf-8")  # rebuilt after each run
-    # The next run rebuilds it with the comparisons folder present: still two runs, not three.
+    written_after_the_comparison = index.read_text("utf-8")  # the compare command rebuilt it
+    # The next run rebuilds it again: still two runs, not three, and the comparison in its table.
     assert build_index(runs.outputs) == index
     assert [row["run_id"] for row in collect_runs(runs.outputs)] == [runs.candidate.run_id,
                                                                     runs.baseline.run_id]
-    for text in (written_by_the_runner, index.read_text("utf-8")):
+    for text in (written_after_the_comparison, index.read_text("utf-8")):
         assert "2 runs: 2 succeeded" in text
         assert runs.baseline.run_id in text and runs.candidate.run_id in text
-        assert COMPARISONS_DIR not in text
+        runs_table, _, comparisons_table = text.partition("<h2>Comparisons</h2>")
+        assert COMPARISONS_DIR not in runs_table, "a comparison is not listed as a run"
+        assert f"{COMPARISONS_DIR}/{comparison.path.stem}/05_compare.html" in comparisons_table
+        assert 'class="num worse"' in comparisons_table, "the F1 regression is marked worse"
     targets = link_targets(index)
     assert all(target.is_file() for target in targets), targets
     for run in (runs.baseline, runs.candidate):

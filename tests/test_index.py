@@ -11,7 +11,7 @@ import pytest
 
 from browser import inspect_offline
 from evalbook.html import external_references
-from evalbook.index import COMPARISONS_DIR, MISSING, build_index, collect_runs
+from evalbook.index import COMPARISONS_DIR, MISSING, build_index, collect_comparisons, collect_runs
 
 JUDGED = "11111111-1111-4111-8111-111111111111"
 FAILED = "22222222-2222-4222-8222-222222222222"
@@ -228,3 +228,34 @@ def test_comparison_folders_beside_runs_are_not_runs(outputs):
     (day / COMPARISONS_DIR / "aaaa-vs-bbbb-20261129T000000Z").mkdir(parents=True)
     (day / COMPARISONS_DIR / "aaaa-vs-bbbb-20261129T000000Z.json").write_text("{}", "utf-8")
     assert COMPARISONS_DIR not in [row["run_id"] for row in collect_runs(outputs)]
+
+
+def test_comparisons_get_their_own_table_with_deltas_and_links(outputs):
+    day = outputs / "local/eval-runs/2026/11/29" / COMPARISONS_DIR
+    name = "aaaa-vs-bbbb-20261129T100000Z-1f2e"
+    (day / name).mkdir(parents=True)
+    (day / name / "05_compare.html").write_text("<html></html>", "utf-8")
+    metric = {"metric": "bertscore_f1", "compared": True, "mean_delta": -0.0931,
+              "ci_low": -0.12, "ci_high": -0.064}
+    cosine = {"metric": "sentence_cosine", "compared": False, "mean_delta": None,
+              "ci_low": None, "ci_high": None}
+    doc = {"kind": "compare", "created_at": "2026-11-29T10:00:00Z",
+           "baseline": {"run_id": "aaaa-run"}, "candidate": {"run_id": "bbbb-<run>"},
+           "pairing": {"n_paired": 32}, "gates": {"judge": {"compared": False}},
+           "metrics": [metric, cosine]}
+    (day / f"{name}.json").write_text(json.dumps(doc), "utf-8")
+    (day / "broken.json").write_text("{nope", "utf-8")
+    rows = collect_comparisons(outputs)
+    by_name = {row["path"].name: row for row in rows}
+    assert by_name[f"{name}.json"]["deltas"] == {"bertscore_f1": (-0.0931, -0.12, -0.064),
+                                               "sentence_cosine": None}
+    assert by_name["broken.json"]["reason"]
+    page = build_index(outputs).read_text("utf-8")
+    assert "<h2>Comparisons</h2>" in page and "2 comparisons" in page
+    assert "-0.093" in page and 'class="num worse"' in page, "a CI wholly below 0 is marked worse"
+    assert "bbbb-&lt;run&gt;" in page, "values are escaped"
+    assert f"{COMPARISONS_DIR}/{name}/05_compare.html" in page
+    assert "unreadable" in page
+    assert external_references(page) == []
+    # the comparisons are not runs
+    assert name not in [row["run_id"] for row in collect_runs(outputs)]

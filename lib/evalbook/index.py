@@ -279,11 +279,98 @@ td.state { min-width: 14rem; }
 .status.failed, .status.unreadable { color: var(--bad); }
 .status.running-or-crashed { color: var(--warn); }
 td.links a { display: inline-block; margin-right: .6rem; white-space: nowrap; }
+h2 { font-size: 1.2rem; margin: 2rem 0 .25rem; }
+.ci { color: var(--muted); font-size: .85em; }
+td.worse { color: var(--bad); }
+td.better { color: var(--ok); }
 """
 
 
-def render_index(rows: list[dict[str, Any]], page_dir: Path) -> str:
-    """The index page for `rows` (from collect_runs), with links relative to `page_dir`."""
+_COMPARISON_GLOBS = (f"*/eval-runs/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]/{COMPARISONS_DIR}/*.json",
+                     f"*/{COMPARISONS_DIR}/*.json")
+COMPARE_NOTEBOOK_HTML = "05_compare.html"
+HEADLINE_DELTAS = ("bertscore_f1", "sentence_cosine")
+
+
+def collect_comparisons(outputs_root: Path) -> list[dict[str, Any]]:
+    """One row per comparison JSON under `outputs_root` (05_compare's output), newest first.
+
+    Each row holds path, created_at (aware UTC, None when unreadable), baseline and candidate
+    run ids, n_paired, the headline deltas {metric: (mean_delta, ci_low, ci_high) or None when
+    not compared}, the judge gate's outcome, reason (why the file is unreadable, else None)
+    and html (the comparison page, when it exists).
+    """
+    outputs_root = Path(outputs_root)
+    rows = []
+    for path in sorted({p for pattern in _COMPARISON_GLOBS for p in outputs_root.glob(pattern)}):
+        doc, error = _read_json(path, "comparison JSON")
+        page = path.with_suffix("") / COMPARE_NOTEBOOK_HTML
+        row: dict[str, Any] = {"path": path, "html": page if page.is_file() else None,
+                               "reason": error, "created_at": None, "baseline": None,
+                               "candidate": None, "n_paired": None, "deltas": {}, "judge": None}
+        if doc is not None and doc.get("kind") == "compare":
+            metrics = {m["metric"]: m for m in doc.get("metrics", []) if isinstance(m, dict)}
+            row.update(created_at=_utc(doc.get("created_at")),
+                       baseline=_field(doc, "baseline", "run_id"),
+                       candidate=_field(doc, "candidate", "run_id"),
+                       n_paired=_field(doc, "pairing", "n_paired"),
+                       judge="compared" if _field(doc, "gates", "judge", "compared") else "not compared",
+                       deltas={m: ((metrics[m]["mean_delta"], metrics[m]["ci_low"], metrics[m]["ci_high"])
+                                   if m in metrics and metrics[m].get("compared") else None)
+                               for m in HEADLINE_DELTAS})
+        elif doc is not None:
+            row["reason"] = "not a comparison document (kind is not 'compare')"
+        rows.append(row)
+    oldest = datetime.min.replace(tzinfo=timezone.utc)
+    return sorted(rows, key=lambda row: (row["created_at"] or oldest, str(row["path"])), reverse=True)
+
+
+def _delta_cell(delta: tuple[float, float, float] | None) -> str:
+    if delta is None:
+        return f'<td class="num">{MISSING}</td>'
+    mean, low, high = delta
+    worse = high is not None and high < 0
+    better = low is not None and low > 0
+    css = " worse" if worse else (" better" if better else "")
+    return (f'<td class="num{css}">{mean:+.3f}<br><span class="ci">[{_number(low)}, '
+            f'{_number(high)}]</span></td>')
+
+
+def _comparison_row_html(row: dict[str, Any], page_dir: Path) -> str:
+    created = row["created_at"].strftime("%Y-%m-%d %H:%M") if row["created_at"] else MISSING
+    links = [f'<a href="{_href(page_dir, row["path"])}">JSON</a>']
+    if row["html"] is not None:
+        links.insert(0, f'<a href="{_href(page_dir, row["html"])}">comparison</a>')
+    if row["reason"]:
+        return (f"<tr><td>{created}</td><td colspan=\"5\">unreadable: {html.escape(row['reason'])}</td>"
+                f"<td>{' · '.join(links)}</td></tr>")
+    return (f"<tr><td>{created}</td><td>{_text(row['baseline'])}</td><td>{_text(row['candidate'])}</td>"
+            f'<td class="num">{_text(row["n_paired"])}</td>'
+            + "".join(_delta_cell(row["deltas"].get(m)) for m in HEADLINE_DELTAS)
+            + f"<td>{' · '.join(links)}</td></tr>")
+
+
+def _comparisons_html(comparisons: list[dict[str, Any]], page_dir: Path) -> str:
+    if not comparisons:
+        return ""
+    body = "\n".join(_comparison_row_html(row, page_dir) for row in comparisons)
+    return f"""<h2>Comparisons</h2>
+<p class="summary">{len(comparisons)} comparison{"" if len(comparisons) == 1 else "s"}, newest first.
+Deltas are candidate &minus; baseline, paired by example, with the 95% bootstrap interval; shaded
+when the whole interval lies below (worse) or above (better) zero.</p>
+<table>
+<thead><tr><th>Created (UTC)</th><th>Baseline</th><th>Candidate</th><th class="num">Paired</th>
+<th class="num">&Delta; BERTScore F1</th><th class="num">&Delta; Sentence cosine</th><th>Files</th></tr></thead>
+<tbody>
+{body}
+</tbody>
+</table>"""
+
+
+def render_index(rows: list[dict[str, Any]], page_dir: Path,
+                 comparisons: list[dict[str, Any]] | None = None) -> str:
+    """The index page for `rows` (from collect_runs) and `comparisons` (from collect_comparisons),
+    with links relative to `page_dir`."""
     judge_metrics = _judge_metric_names(rows)
     headers = ["Started (UTC)", "Env", "Status", "Dataset", "Models", "Judge"]
     numeric = ["BERTScore F1", "Sentence cosine", "Top-k match",
@@ -315,15 +402,17 @@ Newest first. Scores are means over each run's examples (judge metrics: over its
 {body or empty}
 </tbody>
 </table>
+{_comparisons_html(comparisons or [], page_dir)}
 </body>
 </html>
 """
 
 
 def build_index(outputs_root: Path) -> Path:
-    """Write `<outputs_root>/index.html` listing every run, replacing the previous index atomically."""
+    """Write `<outputs_root>/index.html` listing every run and every comparison, replacing the
+    previous index atomically."""
     outputs_root = Path(outputs_root)
-    page = render_index(collect_runs(outputs_root), outputs_root)
+    page = render_index(collect_runs(outputs_root), outputs_root, collect_comparisons(outputs_root))
     index = outputs_root / INDEX_NAME
     write_atomically(index, page.encode("utf-8"), overwrite=True)
     return index

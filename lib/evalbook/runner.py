@@ -326,6 +326,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     if not comparison_path.exists():
         raise RunFailed(f"{COMPARE_STAGE} ran but wrote no comparison at {comparison_path}")
     result = ComparisonRun(comparison_id, output_dir, comparison_path, html, str(comparison_path))
+    rebuild_index(local_root, log)
     if remote:
         from evalbook.storage import StorageError, publish_run
 
