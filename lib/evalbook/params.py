@@ -21,8 +21,8 @@ import yaml
 PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_root")
 DEFAULT_LOCAL_OUTPUTS_ROOT = "outputs"
 # Keys whose values are text: `-p env=2026` or `-p generator=3.5` must stay strings.
-TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator",
-                       "dataset.name", "dataset.split"))
+TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator", "ray_address",
+                       "dataset.name", "dataset.split", "scoring.embedding_cache.path"))
 TEXT_KEY_SUFFIXES = (".name", ".source", ".sha256", ".baseline_path")
 
 
@@ -188,7 +188,8 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
     values = _resolve_extends(values, source_path, seen=(source_path,))
     overrides = dict(overrides or {})
     if override_root is not None:
-        for key in (*PATH_KEYS, "models.bertscore.baseline_path", "judge.cache_path"):
+        for key in (*PATH_KEYS, "models.bertscore.baseline_path", "judge.cache_path",
+                    "scoring.embedding_cache.path"):
             if isinstance(overrides.get(key), str):
                 overrides[key] = resolve_path(overrides[key], override_root)
     values = apply_overrides(values, overrides)
@@ -205,6 +206,9 @@ def resolved_values(profile: Profile) -> dict[str, Any]:
     values["models"]["bertscore"]["baseline_path"] = resolve_path(baseline, profile.root)
     values["local_outputs_root"] = str(local_outputs_root(profile))
     values["judge"]["cache_path"] = judge_cache_path(profile)
+    # null stays null: it means <local_outputs_root>/embedding-cache, made absolute just above
+    embedding_cache = values["scoring"]["embedding_cache"]
+    embedding_cache["path"] = resolve_path(embedding_cache["path"], profile.root)
     return values
 
 
@@ -231,4 +235,13 @@ def judge_cache_path(profile: Profile) -> str:
     configured = profile["judge"]["cache_path"]
     if configured is None:
         return str(local_outputs_root(profile) / "judge-cache.sqlite")
+    return resolve_path(configured, profile.root)
+
+
+def embedding_cache_path(profile: Profile) -> str:
+    """The embedding cache folder: the profile's `scoring.embedding_cache.path`, else
+    `embedding-cache` in the local outputs root, shared by all runs there."""
+    configured = profile["scoring"]["embedding_cache"]["path"]
+    if configured is None:
+        return str(local_outputs_root(profile) / "embedding-cache")
     return resolve_path(configured, profile.root)

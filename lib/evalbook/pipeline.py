@@ -133,11 +133,9 @@ def canonical_table(ctx: StageContext) -> pd.DataFrame:
 # ---------------------------------------------------------------- 02_score
 
 def load_scorer(ctx: StageContext) -> AnswerScorer:
-    """Resolve and verify the models (before any scoring), then load them once."""
-    resolved = resolve_profile_models(ctx.profile)
-    scorer = AnswerScorer.from_profile(ctx.profile, resolved)
-    scorer.provenance.weights_sha256 = {role: m.weights_sha256 for role, m in resolved.items()}
-    return scorer
+    """Resolve and verify the models (before any scoring), then load them once, with the
+    profile's embedding cache (`scoring.embedding_cache`) when it is enabled."""
+    return AnswerScorer.from_profile(ctx.profile, resolve_profile_models(ctx.profile))
 
 
 def run_score(ctx: StageContext, canonical: pd.DataFrame, scorer: AnswerScorer) -> pd.DataFrame:

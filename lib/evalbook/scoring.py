@@ -8,14 +8,31 @@ separately: bert-score cuts at the tokenizer's maximum (512 for BERT), SentenceT
 the model's `max_seq_length` (256 for all-MiniLM-L6-v2), so a text longer than the smaller
 limit gets a pass of its own for each.
 
+Pairs are scored in chunks of `chunk_size`. For each chunk the distinct texts are tokenized
+and their hidden states are fetched, in this order, from a memory LRU, from the disk embedding
+cache (`evalbook.embcache`) or from the model. Then the pairs are scored and the chunk's states
+are dropped, so peak memory depends on the chunk size, not on the number of pairs.
+
+Exactness across runs. The last bits of a forward pass depend on which texts share its batch:
+the padding width and the matrix shapes change the order of float32 sums. On the sample this
+moves hidden states by up to 6e-6 and scores by up to 1.2e-7. Scores are therefore always
+computed from the float32 arrays exactly as they are stored. A text encoded once is reused for
+every pair in the run (memory LRU, disk cache) and, with the disk cache, in later runs. So an
+example whose texts are unchanged gets identical (==) scores in a warm run. A text encoded
+again (cache disabled, or evicted) may differ in those last bits. Either way, the scores stay
+within 1e-6 of the separate library calls.
+
 `score_answers(frame, scorer, k)` is the batch function: DataFrame in, DataFrame out.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -25,14 +42,43 @@ import torch
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
+from evalbook.embcache import CacheStats, EmbeddingCache, MemoryLRU, entry_key, model_identity
 from evalbook.models import ResolvedModel
+from evalbook.params import embedding_cache_path
 from evalbook.retrieval import retrieval_columns
 from evalbook.similarity import METRIC_COLUMNS, greedy_match, mean_pool, pairwise_cosine, rescale
 
+DEFAULT_CHUNK_SIZE = 2000
+# Hidden states kept in memory across chunks, so that a text repeated in later chunks is not
+# encoded again even without the disk cache.
+MEMORY_CACHE_BYTES = 256 * 2**20
+FLAG_COLUMNS = ("generated_empty", "reference_empty", "truncated_bertscore", "truncated_sentence")
 
 
 class ScoringError(RuntimeError):
     """A scoring configuration that would give wrong or silently altered scores."""
+
+
+def cpu_threads() -> int:
+    """The number of CPUs this process may use, which AnswerScorer gives torch as its thread count.
+
+    This is the smallest of three counts: the process's CPU affinity (what `taskset` or a
+    container's cpuset allows), the cgroup v2 CPU quota (`/sys/fs/cgroup/cpu.max`, which
+    `docker --cpus` sets), and OMP_NUM_THREADS when it is set (Ray sets it to an actor's CPUs).
+    torch's own default can count CPUs the process may not use. On a 2-CPU container that would
+    oversubscribe the cores and slow every forward pass.
+    """
+    count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text("ascii").split()
+        if quota != "max":
+            count = min(count, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    requested = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if requested.isdigit() and int(requested) > 0:
+        count = min(count, int(requested))
+    return count
 
 
 def _sentence_transformer_config(folder: Path) -> int:
@@ -86,12 +132,18 @@ def quiet_weight_loading():
 
 
 class TokenEncoder:
-    """One transformer, loaded once, returning per-token hidden states of chosen layers."""
+    """One transformer, loaded once, returning per-token hidden states of chosen layers.
 
-    def __init__(self, folder: Path, keep_layers: int | None = None):
+    `model_id` names the model in embedding cache keys (see `embcache.model_identity`);
+    `sequences_encoded` counts the token sequences run through the model.
+    """
+
+    def __init__(self, folder: Path, keep_layers: int | None = None, *, model_id: str):
         from transformers import AutoModel, AutoTokenizer
 
         self.folder = folder
+        self.model_id = model_id
+        self.sequences_encoded = 0
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
         with quiet_weight_loading():
             model = AutoModel.from_pretrained(str(folder))
@@ -116,8 +168,12 @@ class TokenEncoder:
         return [len(ids) for ids in encoded["input_ids"]]
 
     def hidden_states(self, sequences: Sequence[tuple[int, ...]], layers: Sequence[int],
-                      batch_size: int, progress: tqdm | None = None) -> dict[tuple[int, ...], dict[int, np.ndarray]]:
-        """Run each distinct sequence once; return {sequence: {layer: (n_tokens, dim) array}}."""
+                      batch_size: int, progress=None) -> dict[tuple[int, ...], dict[int, np.ndarray]]:
+        """Run each distinct sequence once, in batches of similar length.
+
+        Returns {sequence: {layer: (n_tokens, dim) float32 array}}; `progress.update(n)` is
+        called after each batch of n sequences.
+        """
         ordered = sorted(set(sequences), key=len)
         pad_id = self.tokenizer.pad_token_id
         states: dict[tuple[int, ...], dict[int, np.ndarray]] = {}
@@ -132,9 +188,11 @@ class TokenEncoder:
                     attention[row, :len(seq)] = 1
                 output = self.model(input_ids=input_ids, attention_mask=attention,
                                     output_hidden_states=True)
+                # Copies, so that no row keeps its whole padded batch alive.
                 for row, seq in enumerate(batch):
-                    states[seq] = {layer: output.hidden_states[layer][row, :len(seq)].numpy()
+                    states[seq] = {layer: output.hidden_states[layer][row, :len(seq)].float().numpy().copy()
                                    for layer in layers}
+                self.sequences_encoded += len(batch)
                 if progress is not None:
                     progress.update(len(batch))
         return states
@@ -151,32 +209,72 @@ class ScoreProvenance:
     shared_forward_pass: bool
     weights_sha256: dict[str, str] = field(default_factory=dict)
     rescale_baseline: tuple[float, float, float] | None = None
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    torch_threads: int | None = None
+    # What the scorer has done so far: sequences run through a model, and the caches' counts.
+    sequences_encoded: int = 0
+    embedding_cache: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
+class _PairProgress:
+    """Moves a bar counted in pairs while a chunk's missing sequences are encoded."""
+
+    def __init__(self, bar, n_pairs: int):
+        self.bar, self.n_pairs = bar, n_pairs
+        self.to_encode = self.encoded = self.shown = 0
+
+    def update(self, n_sequences: int) -> None:
+        self.encoded += n_sequences
+        self._show(self.n_pairs * self.encoded // max(self.to_encode, 1))
+
+    def finish(self) -> None:
+        self._show(self.n_pairs)
+
+    def _show(self, position: int) -> None:
+        position = min(position, self.n_pairs)
+        self.bar.update(position - self.shown)
+        self.shown = position
+
+
 class AnswerScorer:
-    """BERTScore and sentence cosine with models loaded once; see the module docstring."""
+    """BERTScore and sentence cosine with models loaded once; see the module docstring.
+
+    `cache` is the disk embedding cache (None: none). `threads` is torch's thread count, set
+    process-wide (None: `cpu_threads()`).
+    """
 
     def __init__(self, bertscore: ResolvedModel, sentence_transformer: ResolvedModel,
                  num_layers: int, batch_size: int = 64, baseline_path: str | None = None,
-                 rescale_with_baseline: bool = False):
+                 rescale_with_baseline: bool = False, cache: EmbeddingCache | None = None,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, threads: int | None = None,
+                 memory_cache_bytes: int = MEMORY_CACHE_BYTES):
         import bert_score
 
+        if batch_size < 1 or chunk_size < 1:
+            raise ScoringError(f"batch_size and chunk_size must be at least 1, got {batch_size} and {chunk_size}")
+        torch.set_num_threads(threads or cpu_threads())
         self.batch_size = batch_size
+        self.chunk_size = chunk_size
+        self.cache = cache
+        self.memory = MemoryLRU(memory_cache_bytes)
         self.num_layers = num_layers
         self.sentence_max = _sentence_transformer_config(sentence_transformer.folder)
         self.shared = bertscore.folder.resolve() == sentence_transformer.folder.resolve()
+        bert_id = model_identity(bertscore.weights_sha256, bertscore.folder)
         if self.shared:
-            encoder = TokenEncoder(bertscore.folder)
+            encoder = TokenEncoder(bertscore.folder, model_id=bert_id)
             if num_layers > encoder.n_layers_total:
                 raise ScoringError(f"{bertscore.folder}: num_layers must be at most "
                                    f"{encoder.n_layers_total}, got {num_layers}")
             self.bert_encoder = self.sentence_encoder = encoder
         else:
-            self.bert_encoder = TokenEncoder(bertscore.folder, num_layers)
-            self.sentence_encoder = TokenEncoder(sentence_transformer.folder)
+            self.bert_encoder = TokenEncoder(bertscore.folder, num_layers, model_id=bert_id)
+            self.sentence_encoder = TokenEncoder(
+                sentence_transformer.folder,
+                model_id=model_identity(sentence_transformer.weights_sha256, sentence_transformer.folder))
         self.sentence_layer = self.sentence_encoder.n_layers_total
         tokenizer = self.bert_encoder.tokenizer
         # bert-score truncates at the tokenizer's model_max_length; cap it at the position table.
@@ -197,20 +295,44 @@ class AnswerScorer:
             bertscore_max_tokens=self.bert_max,
             sentence_max_tokens=self.sentence_max,
             shared_forward_pass=self.shared,
+            weights_sha256={"sentence_transformer": sentence_transformer.weights_sha256,
+                            "bertscore": bertscore.weights_sha256},
             rescale_baseline=self.baseline,
+            chunk_size=chunk_size,
+            torch_threads=torch.get_num_threads(),
         )
+        self._record_counts()
 
     @classmethod
     def from_profile(cls, profile, resolved: dict[str, ResolvedModel]) -> "AnswerScorer":
+        """The scorer a profile describes, with its embedding cache when that is enabled."""
         spec = profile["models"]["bertscore"]
+        scoring = profile["scoring"]
         baseline = spec.get("baseline_path")
         if baseline is not None:
             baseline = str(Path(baseline) if Path(baseline).is_absolute() else profile.root / baseline)
+        cache_settings = scoring["embedding_cache"]
+        cache = (EmbeddingCache(Path(embedding_cache_path(profile)), cache_settings["max_bytes"])
+                 if cache_settings["enabled"] else None)
         return cls(resolved["bertscore"], resolved["sentence_transformer"],
-                   num_layers=spec["num_layers"], batch_size=profile["scoring"]["batch_size"],
-                   baseline_path=baseline, rescale_with_baseline=spec["rescale_with_baseline"])
+                   num_layers=spec["num_layers"], batch_size=scoring["batch_size"],
+                   baseline_path=baseline, rescale_with_baseline=spec["rescale_with_baseline"],
+                   cache=cache, chunk_size=scoring["chunk_size"], threads=scoring["threads"])
+
+    @property
+    def sequences_encoded(self) -> int:
+        """Token sequences run through the model(s) by this scorer so far."""
+        encoders = {id(e): e for e in (self.bert_encoder, self.sentence_encoder)}.values()
+        return sum(encoder.sequences_encoded for encoder in encoders)
+
+    def _record_counts(self) -> None:
+        stats = self.cache.stats if self.cache is not None else CacheStats(enabled=False)
+        self.provenance.sequences_encoded = self.sequences_encoded
+        self.provenance.embedding_cache = {**stats.as_dict(), "memory_hits": self.memory.hits}
 
     def _sequences(self, encoder: TokenEncoder, texts: list[str], max_length: int):
+        if not texts:  # a chunk of empty pairs: the tokenizer fails on an empty batch
+            return {}, set()
         ids = [tuple(seq) for seq in encoder.token_ids(texts, max_length)]
         at_limit = [t for t, seq in zip(texts, ids) if len(seq) >= max_length]
         full = dict(zip(at_limit, encoder.full_lengths(at_limit))) if at_limit else {}
@@ -218,42 +340,54 @@ class AnswerScorer:
         return dict(zip(texts, ids)), truncated
 
     def score_pairs(self, candidates: Sequence[str], references: Sequence[str],
-                    show_progress: bool = True, text_progress: bool = False) -> pd.DataFrame:
+                    show_progress: bool = True, text_progress: bool = False,
+                    chunk_size: int | None = None) -> pd.DataFrame:
         """Score aligned lists of non-missing strings; one row per pair, in input order.
 
         Texts are stripped as both libraries do. An empty candidate or reference scores 0 on
         every metric and is flagged (bert-score 0.3.13 crashes on it under transformers 5).
-        `text_progress` draws a plain-text bar, whose final state an executed notebook keeps
-        (a widget bar would be saved at 0%).
+        Pairs go `chunk_size` at a time (None: the scorer's). After each chunk the disk cache
+        is trimmed to its cap. `text_progress` draws a plain-text bar that redraws at most
+        every 15 s; an executed notebook keeps its lines, whereas a widget bar would be saved
+        at 0%.
         """
-        bar_class = text_tqdm if text_progress else tqdm
         if len(candidates) != len(references):
             raise ValueError(f"{len(candidates)} candidates but {len(references)} references")
+        candidates, references = list(candidates), list(references)
+        chunk_size = chunk_size or self.chunk_size
+        bar_class = partial(text_tqdm, mininterval=15) if text_progress else tqdm
+        bar = bar_class(total=len(candidates), desc="scoring", unit="pair", disable=not show_progress)
+        chunks = []
+        with bar:
+            for start in range(0, len(candidates), chunk_size) or [0]:
+                chunk = slice(start, start + chunk_size)
+                chunks.append(self._score_chunk(candidates[chunk], references[chunk], bar))
+                if self.cache is not None:
+                    self.cache.enforce_cap()
+                self._record_counts()
+                bar.set_postfix(encoded=self.provenance.sequences_encoded,
+                                cache_hits=self.provenance.embedding_cache["hits"], refresh=False)
+        return pd.concat(chunks, ignore_index=True)
+
+    def _score_chunk(self, candidates: list[str], references: list[str], bar) -> pd.DataFrame:
         candidates = [c.strip() for c in candidates]
         references = [r.strip() for r in references]
         texts = sorted({t for t in (*candidates, *references) if t})
         bert_ids, bert_truncated = self._sequences(self.bert_encoder, texts, self.bert_max)
         sentence_ids, sentence_truncated = self._sequences(self.sentence_encoder, texts,
                                                            self.sentence_max)
-        bert_layer, sentence_layer = self.num_layers, self.sentence_layer
-        if self.shared:
-            layers = sorted({bert_layer, sentence_layer})
-            sequences = list(bert_ids.values()) + list(sentence_ids.values())
-            total = len(set(sequences))
-            with bar_class(total=total, desc="encoding texts", disable=not show_progress) as bar:
-                states = self.bert_encoder.hidden_states(sequences, layers, self.batch_size, bar)
-            bert_states = sentence_states = states
-        else:
-            total = len(set(bert_ids.values())) + len(set(sentence_ids.values()))
-            with bar_class(total=total, desc="encoding texts", disable=not show_progress) as bar:
-                bert_states = self.bert_encoder.hidden_states(
-                    list(bert_ids.values()), [bert_layer], self.batch_size, bar)
-                sentence_states = self.sentence_encoder.hidden_states(
-                    list(sentence_ids.values()), [sentence_layer], self.batch_size, bar)
+        bert_key = {t: entry_key(self.bert_encoder.model_id, self.num_layers, bert_ids[t]) for t in texts}
+        sentence_key = {t: entry_key(self.sentence_encoder.model_id, self.sentence_layer, sentence_ids[t])
+                        for t in texts}
+        needs = {bert_key[t]: (self.bert_encoder, self.num_layers, bert_ids[t]) for t in texts}
+        needs.update({sentence_key[t]: (self.sentence_encoder, self.sentence_layer, sentence_ids[t])
+                      for t in texts})
+        progress = _PairProgress(bar, len(candidates))
+        states = self._hidden_states(needs, progress)
+        progress.finish()
 
         special = self.bert_encoder.special_ids
-        pooled = {text: mean_pool(sentence_states[sentence_ids[text]][sentence_layer]) for text in texts}
-
+        pooled = {text: mean_pool(states[sentence_key[text]]) for text in texts}
         rows = []
         for candidate, reference in zip(candidates, references):
             row = {"generated_empty": not candidate, "reference_empty": not reference,
@@ -264,7 +398,7 @@ class AnswerScorer:
             else:
                 cand_seq, ref_seq = bert_ids[candidate], bert_ids[reference]
                 score = greedy_match(
-                    bert_states[cand_seq][bert_layer], bert_states[ref_seq][bert_layer],
+                    states[bert_key[candidate]], states[bert_key[reference]],
                     np.array([0.0 if t in special else 1.0 for t in cand_seq]),
                     np.array([0.0 if t in special else 1.0 for t in ref_seq]))
                 precision, recall, f1 = score
@@ -274,21 +408,55 @@ class AnswerScorer:
                            sentence_cosine=float(pairwise_cosine(pooled[candidate][None, :],
                                                                  pooled[reference][None, :])[0]))
             rows.append(row)
-        return pd.DataFrame(rows, columns=[*METRIC_COLUMNS, "generated_empty", "reference_empty",
-                                           "truncated_bertscore", "truncated_sentence"])
+        return pd.DataFrame(rows, columns=[*METRIC_COLUMNS, *FLAG_COLUMNS])
+
+    def _hidden_states(self, needs: dict[str, tuple[TokenEncoder, int, tuple[int, ...]]],
+                       progress: _PairProgress) -> dict[str, np.ndarray]:
+        """{entry key: float32 hidden states} for each need (encoder, layer, token sequence).
+
+        Each entry comes from the memory LRU or the disk cache when it is there. Otherwise it
+        comes from one forward pass per missing sequence, and what is stored is what is returned.
+        """
+        found: dict[str, np.ndarray] = {}
+        missing: dict[TokenEncoder, dict[tuple[int, ...], list[tuple[int, str]]]] = {}
+        for key, (encoder, layer, sequence) in needs.items():
+            array = self.memory.get(key)
+            if array is None and self.cache is not None:
+                array = self.cache.get(key)
+                if array is not None:
+                    self.memory.put(key, array)
+            if array is None:
+                missing.setdefault(encoder, {}).setdefault(sequence, []).append((layer, key))
+            else:
+                found[key] = array
+        progress.to_encode = sum(len(wanted) for wanted in missing.values())
+        for encoder, wanted in missing.items():
+            layers = sorted({layer for entries in wanted.values() for layer, _ in entries})
+            states = encoder.hidden_states(list(wanted), layers, self.batch_size, progress)
+            for sequence, entries in wanted.items():
+                for layer, key in entries:
+                    array = states[sequence][layer]
+                    if self.cache is not None:
+                        array = self.cache.put(key, array)
+                    found[key] = array
+                    self.memory.put(key, array)
+        return found
 
 
 def score_answers(frame: pd.DataFrame, scorer: AnswerScorer, k: int,
-                  show_progress: bool = True, text_progress: bool = False) -> pd.DataFrame:
+                  show_progress: bool = True, text_progress: bool = False,
+                  chunk_size: int | None = None) -> pd.DataFrame:
     """The scoring stage as one batch function: canonical table in, scored table out.
 
     Rows without a generated answer (no prediction) get missing metrics, never 0. Retrieval
-    columns `rank` and `top_k_match` are filled where the row has retrieval results.
+    columns `rank` and `top_k_match` are filled where the row has retrieval results. Pairs are
+    scored `chunk_size` at a time (None: the scorer's), so memory stays bounded.
     """
     has_answer = frame["generated_answer"].notna().to_numpy()
     answered = frame[has_answer]
     scored = scorer.score_pairs(answered["generated_answer"].tolist(),
-                                answered["reference_answer"].tolist(), show_progress, text_progress)
+                                answered["reference_answer"].tolist(), show_progress, text_progress,
+                                chunk_size)
     result = pd.DataFrame({"id": frame["id"].to_numpy()})
     for column in METRIC_COLUMNS:
         values = pd.array([pd.NA] * len(frame), dtype="Float64")

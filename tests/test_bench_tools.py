@@ -1,0 +1,193 @@
+"""The benchmarks' own tools: the stand-in judge server, the seeded pairs, the result tables.
+
+The stand-in must answer real evalbook judge calls (every metric, every structured-output mode)
+with replies the parsers and score math accept, after its delay, and count what it served so
+that a cached rerun's zero calls can be asserted.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_judge  # noqa: E402
+import bench_scoring  # noqa: E402
+from benchlib import perturb, synthetic_texts  # noqa: E402
+from standin_server import StandinServer, spawn_standin  # noqa: E402
+
+from evalbook.judge.cache import JudgeCache  # noqa: E402
+from evalbook.judge.stage import judge_table  # noqa: E402
+
+DELAY = 0.05
+VOCABULARY = ["river", "bridge", "harbour", "lantern", "meadow", "orchard", "quarry", "signal",
+              "timber", "valley", "window", "yellow"]
+METRICS = ("groundedness", "relevance", "criteria")
+
+
+def fake_embed(texts):
+    return np.random.default_rng(len(texts)).normal(size=(len(texts), 8))
+
+
+@pytest.fixture(scope="module")
+def server():
+    with StandinServer(DELAY) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def examples():
+    return bench_judge.synthetic_examples(3, VOCABULARY)
+
+
+def config_for(base_url: str, mode: str = "json_object_schema") -> dict:
+    config = copy.deepcopy(bench_judge.judge_config(base_url, concurrency=8))
+    config["structured_output"] = mode
+    return config
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "json_object_schema", "json_instructions"])
+def test_the_stand_in_answers_every_metric_with_replies_evalbook_scores(server, examples, tmp_path, mode):
+    before = server.stats()
+    cache = JudgeCache(tmp_path / "cache.sqlite")
+    try:
+        outcome = judge_table(examples, config_for(server.base_url, mode), cache, fake_embed, seed=0)
+    finally:
+        cache.close()
+    after = server.stats()
+    for example_id in examples["id"]:
+        record = outcome.records[example_id]
+        assert record["status"] == "judged"
+        for metric in METRICS:
+            assert record[metric]["unscored_reason"] is None, (metric, record[metric])
+            assert record[metric]["score"] is not None
+    assert outcome.summary["totals"]["calls"] == 9 and outcome.summary["totals"]["errors"] == 0
+    for metric in METRICS:
+        assert after.get(metric, 0) - before.get(metric, 0) == 3
+
+
+def test_groundedness_statements_come_from_the_answer(server, examples, tmp_path):
+    cache = JudgeCache(tmp_path / "cache.sqlite")
+    try:
+        outcome = judge_table(examples.head(1), config_for(server.base_url), cache, fake_embed, seed=0)
+    finally:
+        cache.close()
+    statements = [s["statement"] for s in outcome.records[examples["id"][0]]["groundedness"]["statements"]]
+    answer = examples["generated_answer"][0]
+    assert statements and all(statement in answer for statement in statements)
+
+
+def test_the_stand_in_replies_after_its_delay():
+    with StandinServer(0.2) as slow, httpx.Client(trust_env=False, timeout=10) as client:
+        body = {"model": "m", "messages": [{"role": "user", "content": "x"}],
+                "response_format": {"type": "json_object", "schema": {
+                    "properties": {"questions": {"minItems": 2}}}}}
+        client.post(slow.base_url + "/chat/completions", json=body)  # opens the connection
+        elapsed = []
+        for _ in range(3):
+            started = time.perf_counter()
+            response = client.post(slow.base_url + "/chat/completions", json=body)
+            elapsed.append(time.perf_counter() - started)
+            assert response.status_code == 200
+    assert min(elapsed) >= 0.2
+    assert sorted(elapsed)[1] < 0.2 + 0.3  # the median: one slow call on a busy machine is not the server's
+
+
+def test_a_warm_rerun_makes_no_call_and_the_stand_in_counts_it(server, examples, tmp_path):
+    config = config_for(server.base_url)
+    cold = bench_judge.judge_once(examples, config, tmp_path / "cache.sqlite", fake_embed, server)
+    warm = bench_judge.judge_once(examples, config, tmp_path / "cache.sqlite", fake_embed, server)
+    assert (cold["calls"], cold["server_requests"], cold["cache_hits"]) == (9, 9, 0)
+    assert (warm["calls"], warm["server_requests"], warm["cache_hits"]) == (0, 0, 9)
+    assert bench_judge.problems(cold) == [] and bench_judge.problems(warm) == []
+    checks = bench_judge.targets([bench_judge.with_ideal(cold, 8, DELAY)], {**warm, "concurrency": 8})
+    assert checks["warm_rerun_zero_calls"]["met"] is True
+
+
+def test_the_stand_in_refuses_a_request_without_a_schema(server):
+    before = server.stats().get("unknown_shape", 0)
+    response = httpx.post(server.base_url + "/chat/completions", trust_env=False,
+                          json={"model": "m", "messages": [{"role": "user", "content": "hello"}]})
+    assert response.status_code == 400
+    assert "no JSON Schema" in response.json()["error"]["message"]
+    assert server.stats()["unknown_shape"] == before + 1
+
+
+def test_the_spawned_stand_in_serves_and_stops():
+    with spawn_standin(0.01) as spawned:
+        models = httpx.get(spawned.base_url + "/models", trust_env=False).json()
+        assert models["data"][0]["id"] == "standin"
+        assert spawned.stats()["delay_seconds"] == pytest.approx(0.01)
+    assert spawned.process.poll() is not None
+
+
+# ---------------------------------------------------------------- result tables
+
+def test_judge_throughput_is_compared_with_concurrency_over_delay():
+    run = {"requests": 1500, "calls_per_s": 32.0}
+    assert bench_judge.with_ideal(run, 8, 0.2)["ideal_calls_per_s"] == pytest.approx(40.0)
+    assert bench_judge.with_ideal(run, 8, 0.2)["fraction_of_ideal"] == pytest.approx(0.8)
+    at_target = bench_judge.targets([bench_judge.with_ideal(run, 8, 0.2)], None)
+    assert at_target["concurrency_8_fraction_of_ideal"]["met"] is True
+    assert at_target["warm_rerun_zero_calls"]["met"] is None
+    slow = bench_judge.targets([bench_judge.with_ideal({**run, "calls_per_s": 31.9}, 8, 0.2)],
+                               {"calls": 0, "server_requests": 1})
+    assert slow["concurrency_8_fraction_of_ideal"]["met"] is False
+    assert slow["warm_rerun_zero_calls"]["met"] is False
+
+
+def test_scoring_ratios_and_targets_by_hand():
+    summary = bench_scoring.summarise(100, {"floor": 10.0, "peer": 30.0, "cold": 12.0, "warm": 2.0,
+                                            "ray": None})
+    assert summary["floor_pairs_per_s"] == pytest.approx(10.0)
+    assert summary["peer_pairs_per_s"] == pytest.approx(100 / 30)
+    assert summary["ray_pairs_per_s"] is None
+    assert summary["ratios"]["cold_vs_peer_speedup"] == pytest.approx(2.5)
+    assert summary["ratios"]["cold_vs_floor_slowdown"] == pytest.approx(1.2)
+    assert summary["ratios"]["warm_vs_cold_speedup"] == pytest.approx(6.0)
+    assert all(target["met"] is True for target in summary["targets"].values())
+    slower = bench_scoring.summarise(100, {"floor": 10.0, "peer": 30.0, "cold": 17.0, "warm": None})
+    assert slower["targets"]["cold_vs_peer_speedup"]["met"] is False  # 30 / 17 = 1.76
+    assert slower["targets"]["cold_vs_floor_slowdown"]["met"] is False  # 1.7
+    assert slower["targets"]["warm_vs_cold_speedup"]["met"] is None
+
+
+def test_the_printed_table_names_what_did_not_run():
+    results = {"floor": {"status": "ok", "seconds": 10.0, "peak_rss_mb": 700.0},
+               "peer": {"status": "ok", "seconds": 30.0, "peak_rss_mb": 900.0,
+                        "bert_score_seconds": 14.0, "sentence_transformer_seconds": 16.0},
+               "cold": {"status": "ok", "seconds": 12.0, "peak_rss_mb": 800.0},
+               "warm": {"status": bench_scoring.NOT_AVAILABLE, "reason": "no embedding cache"},
+               "ray": {"status": "not run", "reason": "left out by --methods"}}
+    table = bench_scoring.format_table(100, results)
+    assert "evalbook warm (10% answers changed)" in table and "not available yet (no embedding cache)" in table
+    assert "cold >= 1.8x faster than peer: 2.50x, met" in table
+    assert "warm >= 4x faster than cold: not measured (warm did not run)" in table
+
+
+def test_pairs_are_references_and_their_seeded_perturbations():
+    answers, references = bench_scoring.build_pairs(50)
+    assert (answers, references) == bench_scoring.build_pairs(50)
+    assert len(set(references)) == 50
+    assert all(a != r and set(a.split()) <= set(r.split()) for a, r in zip(answers, references))
+    changed, positions = bench_scoring.changed_answers(answers, references)
+    assert len(positions) == 5
+    assert [i for i, (a, b) in enumerate(zip(answers, changed)) if a != b] == positions
+
+
+def test_perturb_and_synthetic_texts_are_seeded():
+    text = "one two three four five six seven eight nine ten"
+    assert perturb(text, (0, 1)) == perturb(text, (0, 1)) != text
+    assert len(perturb(text, (0, 1)).split()) == 9
+    texts = synthetic_texts(20, VOCABULARY, seed=3)
+    assert texts == synthetic_texts(20, VOCABULARY, seed=3) and len(set(texts)) == 20
+    assert all(20 <= len(t.split()) <= 50 and set(t.lower().replace(".", "").split()) <= set(VOCABULARY)
+               for t in texts)

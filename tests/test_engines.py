@@ -1,0 +1,328 @@
+"""The Ray scoring engine against the local one: same scores to 1e-6, same order, complete after
+an actor's process dies, and the 02_score notebook run through Papermill with `engine=ray`.
+
+Ray runs on 2 CPUs with a dozen sample rows in batches of a few rows, so that several batches
+and both actors are used. Each Ray started here is shut down by the test or fixture that started
+it, and the tests check that none of its processes outlive it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import ray
+
+from evalbook import engines
+from evalbook.engines import (
+    COUNTS,
+    POSITION,
+    EngineError,
+    RaySettings,
+    ScoreBatches,
+    batch_rows_for,
+    in_input_order,
+    pool_size,
+    score_with_ray,
+    summed_counts,
+)
+from evalbook.load import canonical_arrow, load_evaluation_set, read_canonical
+from evalbook.models import resolve_profile_models
+from evalbook.params import ParamsError, load_profile
+from evalbook.runner import run_pipeline
+from evalbook.scoring import AnswerScorer, score_answers
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = str(ROOT / "params" / "default.yaml")
+TOLERANCE = 1e-6
+N_ROWS = 12
+CPUS = 2
+
+
+# Ray Data sets its own deprecated DataContext fields when it copies a context.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def offline():
+    saved = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    yield
+    if saved is None:
+        os.environ.pop("HF_HUB_OFFLINE", None)
+    else:
+        os.environ["HF_HUB_OFFLINE"] = saved
+
+
+@pytest.fixture(scope="module")
+def profile():
+    # Without the disk embedding cache, both engines encode every text themselves.
+    return load_profile(DEFAULT, {"scoring.embedding_cache.enabled": False})
+
+
+@pytest.fixture(scope="module")
+def canonical(profile):
+    """Twelve sample rows as 02_score reads them: the canonical table through Arrow."""
+    loaded = load_evaluation_set(profile.path("input_path"), profile.path("predictions_path"),
+                                 limit=N_ROWS, seed=0)
+    return canonical_arrow(loaded.table).to_pandas()
+
+
+@pytest.fixture(scope="module")
+def scorer(profile):
+    return AnswerScorer.from_profile(profile, resolve_profile_models(profile))
+
+
+def as_stored(scored: pd.DataFrame) -> pd.DataFrame:
+    """A scored table as scored.parquet holds it, which is what the Ray engine returns."""
+    return pa.Table.from_pandas(scored, preserve_index=False).to_pandas()
+
+
+@pytest.fixture(scope="module")
+def local_scored(canonical, scorer, profile):
+    return as_stored(score_answers(canonical, scorer, profile["retrieval"]["k"], show_progress=False))
+
+
+def assert_same_scores(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
+    assert actual["id"].tolist() == expected["id"].tolist()
+    pd.testing.assert_frame_equal(actual, expected, check_exact=False, rtol=0, atol=TOLERANCE)
+
+
+def process_is_gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def session_processes(driver_pid: int) -> list[psutil.Process]:
+    """Live processes of the Ray sessions started by `driver_pid` (Ray names a session
+    `session_<date>_<time>_<n>_<pid of the process that started it>`)."""
+    marker = f"_{driver_pid}"
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if process.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        if any(part.startswith("session_") and part.endswith(marker)
+               for part in cmdline.replace("=", " ").replace("/", " ").split()):
+            found.append(process)
+    return found
+
+
+def wait_until(condition, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.5)
+    return condition()
+
+
+# ---------------------------------------------------------------- without Ray
+
+def test_pool_size_follows_the_setting_then_the_cluster():
+    assert pool_size(RaySettings(actors=3), {"CPU": 8.0}) == 3
+    assert pool_size(RaySettings(), {"CPU": 8.0}) == 8
+    assert pool_size(RaySettings(cpus_per_actor=2), {"CPU": 8.0}) == 4
+    assert pool_size(RaySettings(num_gpus=0.5), {"CPU": 8.0, "GPU": 2.0}) == 4
+    with pytest.raises(EngineError, match="room for no actor"):
+        pool_size(RaySettings(num_gpus=1), {"CPU": 8.0})
+
+
+def test_batch_rows_default_to_a_few_batches_per_actor():
+    assert batch_rows_for(32, 2, None) == 4
+    assert batch_rows_for(5, 2, None) == 1
+    assert batch_rows_for(10_000_000, 2, None) == engines.MAX_BATCH_ROWS
+    assert batch_rows_for(32, 2, 5) == 5
+    with pytest.raises(EngineError, match="at least 1"):
+        batch_rows_for(32, 2, 0)
+
+
+def scored_batch(positions, ranks, matches) -> pa.Table:
+    frame = pd.DataFrame({"id": [f"r{p}" for p in positions], "rank": ranks,
+                          "top_k_match": pd.Series(matches, dtype=object)})
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    return table.append_column(POSITION, pa.array(positions, type=pa.int64()))
+
+
+def test_batches_are_put_back_in_input_order_with_one_type_per_column():
+    frame = pd.DataFrame({"id": [f"r{p}" for p in range(5)]})
+    # Out of order, rank int64 in one batch and double in another, top_k_match null-typed in one.
+    batches = [scored_batch([3, 4], [2, 1], [True, True]),
+               scored_batch([0, 1, 2], [float("nan"), 1.0, float("nan")], [None, None, None])]
+    assert batches[1].schema.field("top_k_match").type == pa.null()
+    result = in_input_order(batches, frame)
+    assert result["id"].tolist() == ["r0", "r1", "r2", "r3", "r4"]
+    assert result["rank"].dtype == "float64"
+    assert result["rank"].isna().tolist() == [True, False, True, False, False]
+    assert result["rank"].dropna().tolist() == [1.0, 2.0, 1.0]
+    assert result["top_k_match"].tolist() == [None, None, None, True, True]
+
+
+@pytest.mark.parametrize("positions, message", [
+    ([[0, 1], [3, 4]], r"4 scored rows for 5 input rows \(missing positions \[2\], duplicated \[\]\)"),
+    ([[0, 1, 2], [2, 3, 4]], r"6 scored rows for 5 input rows \(missing positions \[\], duplicated \[2\]\)"),
+])
+def test_a_lost_or_repeated_row_is_an_error(positions, message):
+    frame = pd.DataFrame({"id": [f"r{p}" for p in range(5)]})
+    batches = [scored_batch(batch, [1] * len(batch), [True] * len(batch)) for batch in positions]
+    with pytest.raises(EngineError, match=message):
+        in_input_order(batches, frame)
+
+
+def test_the_callable_class_scores_a_batch_as_the_local_engine_does(profile, canonical, local_scored):
+    # Without Ray: what one actor does with one Arrow batch, rows 4 to 8, twice.
+    block = engines.input_blocks(canonical, 4)[1]
+    actor = ScoreBatches(profile)
+    first, second = actor(block), actor(block)
+    assert first.column(POSITION).to_pylist() == [4, 5, 6, 7]
+    result = first.drop_columns([POSITION, COUNTS]).to_pandas()
+    assert_same_scores(result, local_scored.iloc[4:8].reset_index(drop=True))
+    # Each batch carries its own counts, on its first row: the second found its texts in memory.
+    assert first.column(COUNTS).null_count == second.column(COUNTS).null_count == 3
+    first_counts, second_counts = summed_counts([first]), summed_counts([second])
+    assert first_counts["sequences_encoded"] > 0 and first_counts["memory_hits"] == 0
+    assert second_counts["sequences_encoded"] == 0 and second_counts["memory_hits"] > 0
+    assert summed_counts([first, second]) == {
+        name: first_counts[name] + second_counts[name] for name in first_counts}
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"engine": "spark"}, "engine"),
+    ({"ray_num_gpus": -1}, "ray_num_gpus"),
+    ({"ray_actors": 0}, "ray_actors"),
+    ({"ray_address": ""}, "ray_address"),
+])
+def test_the_profile_rejects_bad_engine_settings(override, message):
+    with pytest.raises(ParamsError, match=message):
+        load_profile(DEFAULT, override)
+
+
+def test_the_engine_defaults_are_local(profile):
+    assert (profile["engine"], profile["ray_address"], profile["ray_actors"],
+            profile["ray_num_gpus"]) == ("local", None, None, 0)
+    assert engines.engine_label(profile, "local") == "engine local: this process"
+    assert engines.engine_label(profile, "ray").startswith(
+        "engine ray: a local Ray started for this stage; actors: one per CPU, 0 GPU each")
+    with pytest.raises(EngineError, match="unknown scoring engine 'spark'"):
+        engines.engine_label(profile, "spark")
+
+
+# ---------------------------------------------------------------- a local Ray started for the run
+
+def test_ray_engine_matches_the_local_engine_and_shuts_its_ray_down(profile, canonical, local_scored):
+    assert not ray.is_initialized()
+    settings = RaySettings(actors=CPUS, batch_rows=3, local_cpus=CPUS)  # 4 batches on 2 actors
+    scored = score_with_ray(canonical, profile, settings)
+    assert_same_scores(scored, local_scored)
+    assert not ray.is_initialized()
+    assert wait_until(lambda: not session_processes(os.getpid())), \
+        [p.info["cmdline"] for p in session_processes(os.getpid())]
+
+
+# ---------------------------------------------------------------- an existing cluster
+
+CLUSTER_SCRIPT = """
+import sys, ray
+ray.init(address="local", num_cpus={cpus}, include_dashboard=False, log_to_driver=False)
+print(ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.readline()
+ray.shutdown()
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A Ray cluster owned by another process, as a real cluster is: its GCS address and process.
+
+    Its token authentication mode is this process's, as a real driver's must be its cluster's
+    (see evalbook.engines): Ray reads RAY_AUTH_MODE when it is imported (unset: no token) and
+    sets it to token in a process that has started a local Ray, as an earlier test here does.
+    A driver in token mode reaches a cluster without authentication, but the cluster drops its
+    actors at once.
+    """
+    auth_mode = os.environ.get("RAY_AUTH_MODE", "disabled")
+    process = subprocess.Popen([sys.executable, "-c", CLUSTER_SCRIPT.format(cpus=CPUS)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "RAY_AUTH_MODE": auth_mode})
+    address = process.stdout.readline().strip()
+    try:
+        assert address, "the cluster process printed no address"
+        yield address, process
+    finally:
+        if process.poll() is None:
+            process.stdin.write("stop\n")
+            process.stdin.flush()
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                raise
+        assert wait_until(lambda: not session_processes(process.pid)), \
+            [p.info["cmdline"] for p in session_processes(process.pid)]
+
+
+def test_an_actor_killed_mid_run_is_restarted_and_the_result_is_complete(
+        cluster, profile, canonical, local_scored, tmp_path):
+    address, _ = cluster
+    settings = RaySettings(address=address, actors=CPUS, batch_rows=3)
+    scored = score_with_ray(canonical, profile, settings, crash_once_dir=str(tmp_path))
+
+    assert_same_scores(scored, local_scored)
+    crashed = int((tmp_path / "crashed").read_text())
+    started = [int(line) for line in (tmp_path / "started").read_text().split()]
+    # Two actors, then the dead one's restart in a new process: three processes. An exception
+    # would neither restart the actor nor let the run finish.
+    assert len(started) == len(set(started)) == CPUS + 1
+    assert crashed in started
+    assert process_is_gone(crashed)
+
+
+def test_an_existing_cluster_is_left_running(cluster, profile, canonical, scorer):
+    address, process = cluster
+    first_two = canonical.iloc[:2]
+    scored = score_with_ray(first_two, profile, RaySettings(address=address, actors=1))
+    assert_same_scores(scored, as_stored(score_answers(first_two, scorer, profile["retrieval"]["k"],
+                                                       show_progress=False)))
+    assert not ray.is_initialized()  # this driver disconnected...
+    assert process.poll() is None
+    ray.init(address=address, log_to_driver=False)  # ...and the cluster still serves
+    try:
+        assert ray.cluster_resources()["CPU"] == CPUS
+    finally:
+        ray.shutdown()
+
+
+# ---------------------------------------------------------------- the notebook
+
+def test_the_score_notebook_runs_with_the_ray_engine(tmp_path, profile, scorer):
+    result = run_pipeline(DEFAULT, ["limit=6", f"outputs_root={tmp_path}", "engine=ray",
+                                    f"ray_actors={CPUS}", "judge.base_url=http://127.0.0.1:1/v1"])
+    run_dir = result.run_dir
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "succeeded"
+    notebook = json.loads((run_dir / "02_score.ipynb").read_text())
+    printed = "".join("".join(output.get("text", "")) for cell in notebook["cells"]
+                      for output in cell.get("outputs", []))
+    assert "engine ray: a local Ray started for this stage; actors: 2" in printed
+
+    # The local engine's 02_score on the same canonical table: pipeline.run_score's scoring.
+    canonical = read_canonical(run_dir / "canonical.parquet")
+    local = as_stored(score_answers(canonical, scorer, profile["retrieval"]["k"], show_progress=False))
+    scored = pd.read_parquet(run_dir / "scored.parquet")
+    assert len(scored) == 6
+    assert_same_scores(scored, local)
+    assert pq.read_schema(run_dir / "scored.parquet").names == local.columns.tolist()
+    report = json.loads(result.report_path.read_text())
+    assert report["answer_similarity_summary"]["bertscore_f1"]["n"] == scored["bertscore_f1"].notna().sum()
+    # The actors' counts, not the driver's scorer's (which scored nothing); the cache was cold.
+    scoring = json.loads((run_dir / "scoring.json").read_text())
+    assert scoring["sequences_encoded"] > 0
+    assert scoring["embedding_cache"]["misses"] > 0 and scoring["embedding_cache"]["writes"] > 0
