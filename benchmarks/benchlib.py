@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -128,13 +127,9 @@ class TreeRSSSampler:
 # ---------------------------------------------------------------- the record
 
 def versions() -> dict[str, str]:
-    found = {}
-    for name in VERSIONED_PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "not installed"
-    return found
+    from evalbook.report import package_versions
+
+    return package_versions(VERSIONED_PACKAGES)
 
 
 def cpu_model() -> str:

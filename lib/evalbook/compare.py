@@ -22,17 +22,16 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import jsonschema
 import numpy as np
 import pandas as pd
 
 from evalbook.params import is_remote
 from evalbook.report import SCHEMA_VERSION as REPORT_SCHEMA_VERSION
-from evalbook.report import ReportError, validate_report, write_atomically, write_new
+from evalbook.report import (ReportError, schema_problems, shipped_schema, validate_report,
+                             write_atomically, write_new)
 from evalbook.stats import PERCENTILE_METHOD
 
 KIND = "compare"
@@ -619,20 +618,12 @@ def build_comparison(baseline: dict[str, Any], candidate: dict[str, Any], *, bas
 # ---------------------------------------------------------------- schema, storage, tables
 
 def comparison_schema() -> dict[str, Any]:
-    text = resources.files("evalbook").joinpath("schemas/compare-v1.json").read_text("utf-8")
-    return json.loads(text)
+    return shipped_schema("compare-v1.json")
 
 
 def validate_comparison(doc: dict[str, Any]) -> None:
     """Raise ComparisonError listing every violation of schemas/compare-v1.json (and any NaN)."""
-    validator = jsonschema.Draft202012Validator(comparison_schema())
-    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))
-    problems = [f"  - {'/'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
-                for e in errors[:20]]
-    try:
-        json.dumps(doc, allow_nan=False)
-    except ValueError:
-        problems.append("  - the comparison holds NaN or infinity; missing values must be null")
+    problems = schema_problems(doc, comparison_schema(), "comparison")
     if problems:
         raise ComparisonError("comparison does not match schema compare-v1.json:\n" + "\n".join(problems))
 

@@ -29,21 +29,32 @@ class ReportError(ValueError):
     """A report that does not match the shipped schema; it is never written."""
 
 
+def shipped_schema(file_name: str) -> dict[str, Any]:
+    """A JSON Schema shipped in evalbook/schemas/."""
+    return json.loads(resources.files("evalbook").joinpath(f"schemas/{file_name}").read_text("utf-8"))
+
+
 def report_schema() -> dict[str, Any]:
-    text = resources.files("evalbook").joinpath("schemas/report-v1.json").read_text("utf-8")
-    return json.loads(text)
+    return shipped_schema("report-v1.json")
+
+
+def schema_problems(document: Any, schema: dict[str, Any], what: str, limit: int = 20) -> list[str]:
+    """Every violation of `schema` in `document` (the first `limit`, by path), and any NaN or
+    infinity, each as a `  - path: message` line; `what` names the document in messages."""
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+    problems = [f"  - {'/'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
+                for e in errors[:limit]]
+    try:
+        json.dumps(document, allow_nan=False)
+    except ValueError:
+        problems.append(f"  - the {what} holds NaN or infinity; missing values must be null")
+    return problems
 
 
 def validate_report(report: dict[str, Any]) -> None:
     """Raise ReportError listing every violation of schemas/report-v1.json (and any NaN)."""
-    validator = jsonschema.Draft202012Validator(report_schema())
-    errors = sorted(validator.iter_errors(report), key=lambda e: list(e.absolute_path))
-    problems = [f"  - {'/'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
-                for e in errors[:20]]
-    try:
-        json.dumps(report, allow_nan=False)
-    except ValueError:
-        problems.append("  - the report holds NaN or infinity; missing values must be null")
+    problems = schema_problems(report, report_schema(), "report")
     if problems:
         raise ReportError("report does not match schema report-v1.json:\n" + "\n".join(problems))
 
@@ -60,9 +71,10 @@ def git_commit(root: Path) -> str | None:
     return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(names: tuple[str, ...] = PROVENANCE_PACKAGES) -> dict[str, str]:
+    """Installed versions of `names` ("not installed" for a missing one)."""
     versions = {}
-    for name in PROVENANCE_PACKAGES:
+    for name in names:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
