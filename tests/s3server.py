@@ -179,3 +179,20 @@ class StallingProxy:
             except OSError:
                 pass
             sock.close()
+
+
+# The AWS settings a developer's machine may carry, which a test must not inherit.
+AWS_VARIABLES_REPLACED = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+                          "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE",
+                          "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+
+
+def aws_test_variables(endpoint_url: str, home: Path) -> dict[str, str]:
+    """Test credentials and the loopback endpoint, with no config or credentials file (`home`
+    holds neither), no instance metadata and no proxy for the loopback server."""
+    no_proxy = ",".join(filter(None, [os.environ.get("NO_PROXY"), "127.0.0.1,localhost"]))
+    return {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": endpoint_url,
+            "AWS_CONFIG_FILE": str(home / "no-aws-config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-aws-credentials"),
+            "AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": no_proxy, "no_proxy": no_proxy}

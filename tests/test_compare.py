@@ -124,7 +124,7 @@ def make_report(scores: dict[str, float | None], *, tag: str = "base", retrieval
     hits = [retrieval.get(i) for i in ids]
     present = [h for h in hits if h is not None]
     report = {
-        "schema_version": "1.1",
+        "schema_version": "1.2",
         "run_id": str(uuid.uuid4()),
         "timestamp": "2026-11-30T12:00:00Z",
         "dataset": {"name": "synthetic", "split": "test", "n_examples": len(ids)},
@@ -145,7 +145,7 @@ def make_report(scores: dict[str, float | None], *, tag: str = "base", retrieval
                                           "overrides": {}},
                        "package_versions": {}, "bertscore_hash": bertscore_hash, "bertscore_num_layers": 6,
                        "weights_sha256": {"sentence_transformer": weights_sha, "bertscore": MINILM_SHA},
-                       "shared_forward_pass": True, "percentile_method": "linear"},
+                       "shared_forward_pass": True, "scoring_device": "cpu", "percentile_method": "linear"},
     }
     validate_report(report)
     return report
@@ -436,6 +436,21 @@ def test_a_pin_recorded_on_one_side_only_counts_as_differing():
     assert "baseline not recorded, candidate False" in doc["gates"]["embedding"]["reason"]
 
 
+def test_runs_scored_on_different_devices_are_compared_with_a_note():
+    candidate = make_report({"a": 0.5000001}, tag="cand")
+    candidate["provenance"]["scoring_device"] = "cuda:0"
+    doc = compare(make_report({"a": 0.5}), candidate)
+    assert doc["gates"]["embedding"]["compared"]
+    assert [run["scoring_device"] for run in (doc["baseline"], doc["candidate"])] == ["cpu", "cuda:0"]
+    assert any("different devices (baseline cpu, candidate cuda:0)" in note for note in doc["notes"])
+    assert not any("devices" in note for note in compare(make_report({"a": 0.5}),
+                                                          make_report({"a": 0.5}, tag="c"))["notes"])
+    older = make_report({"a": 0.5}, tag="old")
+    older["schema_version"] = "1.1"
+    del older["provenance"]["scoring_device"]
+    assert compare(older, candidate)["baseline"]["scoring_device"] == "cpu"
+
+
 def test_top_k_match_is_compared_as_zero_or_one_when_k_is_equal():
     scores = dict.fromkeys(["a", "b", "c", "d"], 0.5)
     doc = compare(make_report(scores, retrieval={"a": True, "b": True, "c": False}),
@@ -519,7 +534,7 @@ def test_parameters_are_recorded_and_checked():
     assert doc["parameters"] == {"resamples": 300, "seed": 7, "confidence": 0.9, "tolerance": 1e-6,
                                  "n_regressions": 3, "ci_method": CI_METHOD, "quantile_method": "linear"}
     assert doc["created_at"] == "2026-12-01T09:30:00Z"
-    assert doc["kind"] == "compare" and doc["schema_version"] == "1.0"
+    assert doc["kind"] == "compare" and doc["schema_version"] == "1.1"
     assert doc["baseline"]["location"] == "baseline.json"
     assert doc["candidate"]["models"]["generator"] == "cand-generator"
     with pytest.raises(ComparisonError, match="confidence"):
@@ -561,7 +576,7 @@ def test_a_built_document_matches_the_schema_and_holds_no_nan():
     (lambda d: d["metrics"][0].update(mean_delta=None),
      r"metrics/0/mean_delta: None is not of type 'number'"),
     (lambda d: d["gates"]["judge"].update(extra=1), "gates/judge: Additional properties are not allowed"),
-    (lambda d: d.update(schema_version="2.0"), "schema_version: '1.0' was expected"),
+    (lambda d: d.update(schema_version="2.0"), "schema_version: '1.1' was expected"),
 ])
 def test_a_broken_document_fails_naming_the_violation(breakage, expected):
     doc = full_document()

@@ -216,6 +216,13 @@ def test_the_engine_defaults_are_local(profile):
         engines.engine_label(profile, "spark")
 
 
+def test_gpu_actors_with_a_cpu_device_are_refused_before_ray_starts(canonical):
+    cpu = load_profile(DEFAULT, {"scoring.device": "cpu"})
+    with pytest.raises(EngineError, match="ray_num_gpus is 1 but scoring.device is cpu"):
+        engines.run_on_ray(canonical, cpu, RaySettings(num_gpus=1))
+    assert not ray.is_initialized()
+
+
 # ---------------------------------------------------------------- a local Ray started for the run
 
 def test_ray_engine_matches_the_local_engine_and_shuts_its_ray_down(profile, canonical, local_scored):
@@ -274,11 +281,11 @@ def test_an_actor_killed_mid_run_is_restarted_and_the_result_is_complete(
         cluster, profile, canonical, local_scored, tmp_path):
     address, _ = cluster
     settings = RaySettings(address=address, actors=CPUS, batch_rows=3)
-    scored = score_with_ray(canonical, profile, settings, crash_once_dir=str(tmp_path))
+    scored = score_with_ray(canonical, profile, settings, record_dir=str(tmp_path), crash_once=True)
 
     assert_same_scores(scored, local_scored)
     crashed = int((tmp_path / "crashed").read_text())
-    started = [int(line) for line in (tmp_path / "started").read_text().split()]
+    started = [int(line.split()[0]) for line in (tmp_path / "started").read_text().splitlines()]
     # Two actors, then the dead one's restart in a new process: three processes. An exception
     # would neither restart the actor nor let the run finish.
     assert len(started) == len(set(started)) == CPUS + 1
@@ -326,3 +333,133 @@ def test_the_score_notebook_runs_with_the_ray_engine(tmp_path, profile, scorer):
     scoring = json.loads((run_dir / "scoring.json").read_text())
     assert scoring["sequences_encoded"] > 0
     assert scoring["embedding_cache"]["misses"] > 0 and scoring["embedding_cache"]["writes"] > 0
+    # Where the actors' rows were scored: all on the CPU here, and the report says so.
+    assert scoring["device"] == "cpu" and scoring["rows_by_device"] == {"cpu": 6}
+    assert report["provenance"]["scoring_device"] == "cpu"
+
+
+# ---------------------------------------------------------------- a shared folder for rows and scores
+
+def staged_rows(folder: Path, part: str) -> list[int]:
+    """The positions in the Parquet parts of `folder/<part>`."""
+    tables = [pq.read_table(path) for path in sorted((folder / part).glob("*.parquet"))]
+    return sorted(position for table in tables for position in table.column(POSITION).to_pylist())
+
+
+def test_rows_and_scores_go_through_a_shared_folder(tmp_path, monkeypatch, profile, canonical, local_scored):
+    shared = tmp_path / "shared"
+    settings = RaySettings(actors=CPUS, batch_rows=5, local_cpus=CPUS, shared_path=str(shared))
+    # The driver keeps the folder, so that the test can read what went through it.
+    monkeypatch.setattr(engines.SharedStaging, "remove", lambda staging: "kept by the test")
+    run = engines.run_on_ray(canonical, profile, settings, run_id="run-1")
+
+    assert_same_scores(run.scored, local_scored)
+    attempt = Path(run.staging)
+    assert attempt.parent == shared / "run-1" and run.staging_left == "kept by the test"
+    # Three input parts of at most 5 rows, and every row scored once, read back from the folder.
+    assert len(list((attempt / "input").glob("*.parquet"))) == 3
+    assert staged_rows(attempt, "input") == staged_rows(attempt, "scored") == list(range(N_ROWS))
+    assert run.counts["sequences_encoded"] > 0
+
+
+def test_a_later_attempt_never_reads_an_earlier_ones_parts(tmp_path, profile, canonical, scorer):
+    shared = tmp_path / "shared"
+    settings = RaySettings(actors=1, local_cpus=CPUS, shared_path=f"file://{shared}")
+    first_rows = canonical.iloc[:4]
+    first = engines.run_on_ray(first_rows, profile, settings, run_id="run-1")
+    assert first.staging_left is None and not Path(first.staging).exists()  # removed after success
+    # An interrupted attempt's scored part, with rows of its own, left under the same run.
+    stale = shared / "run-1" / "20260101T000000Z-deadbeef" / "scored"
+    stale.mkdir(parents=True)
+    pq.write_table(pa.table({POSITION: pa.array([0], pa.int64())}), stale / "part.parquet")
+    second = engines.run_on_ray(first_rows, profile, settings, run_id="run-1")
+    assert_same_scores(second.scored, as_stored(score_answers(first_rows, scorer, profile["retrieval"]["k"],
+                                                              show_progress=False)))
+    assert sorted(p.name for p in (shared / "run-1").iterdir()) == ["20260101T000000Z-deadbeef"]
+
+
+def test_a_shared_folder_on_s3(tmp_path_factory, monkeypatch, profile, canonical, local_scored):
+    """Rows and scores through s3:// (moto's server): the actors reach it with their own AWS chain."""
+    import boto3
+    from s3server import AWS_VARIABLES_REPLACED, MotoServer, aws_test_variables
+
+    for name in AWS_VARIABLES_REPLACED:
+        monkeypatch.delenv(name, raising=False)
+    with MotoServer(tmp_path_factory.mktemp("moto") / "access.log") as server:
+        for name, value in aws_test_variables(server.url, tmp_path_factory.mktemp("aws")).items():
+            monkeypatch.setenv(name, value)  # before the local Ray starts, so its workers have them
+        admin = boto3.client("s3", endpoint_url=server.url, region_name="us-east-1",
+                             aws_access_key_id="testing", aws_secret_access_key="testing")
+        admin.create_bucket(Bucket="staging")
+        settings = RaySettings(actors=CPUS, batch_rows=4, local_cpus=CPUS,
+                               shared_path="s3://staging/evalbook")
+        run = engines.run_on_ray(canonical, profile, settings, run_id="run-1")
+
+        assert_same_scores(run.scored, local_scored)
+        assert run.staging.startswith("s3://staging/evalbook/run-1/") and run.staging_left is None
+        assert admin.list_objects_v2(Bucket="staging").get("KeyCount") == 0  # cleaned up
+        prefix = "/staging/" + run.staging.removeprefix("s3://staging/")
+        requests = [r for r in server.requests() if r.path.startswith(prefix)]
+        puts = {r.path.split("?")[0] for r in requests if r.method == "PUT" and r.status == 200}
+        assert sum("/input/part-" in path for path in puts) == 3
+        assert any("/scored/" in path for path in puts)
+        assert any(r.method == "GET" and "/input/part-" in r.path for r in requests)
+
+
+# ---------------------------------------------------------------- two nodes and Ray Client
+
+def ray_start(*arguments: str) -> subprocess.Popen:
+    """`ray start ... --block` in its own session: the node's processes end when it is stopped."""
+    ray_cli = Path(sys.executable).with_name("ray")
+    return subprocess.Popen([str(ray_cli), "start", "--block", "--disable-usage-stats", *arguments],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True,
+                            env={**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")})
+
+
+def stop_node(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, 15)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """A head node and a worker node of one CPU each, as `ray start` makes them on two machines,
+    with the head's Ray Client server: (GCS address, Ray Client address)."""
+    from s3server import free_port
+
+    gcs, client = free_port(), free_port()
+    head = ray_start("--head", f"--port={gcs}", f"--ray-client-server-port={client}", "--num-cpus=1",
+                     "--include-dashboard=false", "--node-ip-address=127.0.0.1")
+    nodes = [head]
+    try:
+        ray.init(address=f"127.0.0.1:{gcs}", log_to_driver=False)  # waits for the head's GCS
+        nodes.append(ray_start(f"--address=127.0.0.1:{gcs}", "--num-cpus=1", "--node-ip-address=127.0.0.1"))
+        assert wait_until(lambda: len([n for n in ray.nodes() if n["Alive"]]) == 2, timeout=90), \
+            [process.stderr.read() for process in nodes if process.poll() is not None]
+        ray.shutdown()
+        yield f"127.0.0.1:{gcs}", f"ray://127.0.0.1:{client}"
+    finally:
+        ray.shutdown()
+        for process in reversed(nodes):
+            stop_node(process)
+
+
+@pytest.mark.parametrize("through", ["gcs", "ray client"])
+def test_two_nodes_score_as_the_local_engine(two_nodes, through, profile, canonical, local_scored, tmp_path):
+    gcs, client = two_nodes
+    started = tmp_path / "actors"
+    started.mkdir()
+    settings = RaySettings(address=gcs if through == "gcs" else client, actors=2, batch_rows=3)
+    scored = score_with_ray(canonical, profile, settings, record_dir=str(started))
+    assert_same_scores(scored, local_scored)
+    # One actor per node: each node has one CPU, and each actor takes one.
+    lines = (started / "started").read_text().splitlines()
+    nodes = {line.split()[1] for line in lines}
+    assert len(nodes) == 2, lines
+    assert not ray.is_initialized()

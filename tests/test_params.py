@@ -27,6 +27,7 @@ from evalbook.params import (
 
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 SHIPPED = ("default", "adr014", "local-judge", "openai")
+DEFAULT = Path(__file__).resolve().parents[1] / "params" / "default.yaml"
 
 
 @pytest.fixture(scope="session")
@@ -194,6 +195,45 @@ def test_missing_required_top_level_key(default_values, write_profile):
     del default_values["retrieval"]
     message = error_of(write_profile(default_values))
     assert "'retrieval' is a required property" in message
+
+
+def test_keys_added_later_default_to_the_older_behaviour(default_values, write_profile):
+    """A run folder's params.yaml written before these keys existed still loads, and behaves as then."""
+    for key in ("engine", "ray_address", "ray_actors", "ray_num_gpus"):
+        del default_values[key]
+    for key in ("chunk_size", "threads", "embedding_cache", "device"):
+        del default_values["scoring"][key]
+    profile = load_profile(write_profile(default_values))
+    assert (profile["engine"], profile["ray_address"], profile["ray_actors"], profile["ray_num_gpus"]) \
+        == ("local", None, None, 0)
+    assert profile["scoring"] == {"batch_size": 64, "chunk_size": 2000, "threads": None, "device": "cpu",
+                                  "embedding_cache": {"enabled": False, "path": None, "max_bytes": 2 * 2**30}}
+    # A key written in the profile wins, and the defaults are copies, not shared between profiles.
+    default_values["scoring"]["device"] = "auto"
+    again = load_profile(write_profile(default_values, "again.yaml"))
+    assert again["scoring"]["device"] == "auto"
+    again["scoring"]["embedding_cache"]["enabled"] = True
+    assert params_module.ADDED_KEYS["scoring.embedding_cache"]["enabled"] is False
+
+
+def test_a_key_added_later_is_still_checked(default_values, write_profile):
+    default_values["scoring"]["device"] = "gpu"
+    message = error_of(write_profile(default_values))
+    assert "scoring.device" in message and "'gpu' does not match" in message
+
+
+@pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:1", "mps"])
+def test_scoring_device_names_are_accepted(device):
+    assert load_profile(DEFAULT, {"scoring.device": device})["scoring"]["device"] == device
+
+
+def test_gpu_actors_that_would_compute_on_the_cpu_are_refused():
+    overrides = {"engine": "ray", "ray_num_gpus": 1, "scoring.device": "cpu"}
+    with pytest.raises(ParamsError, match="ray_num_gpus is 1 but scoring.device is cpu"):
+        load_profile(DEFAULT, overrides)
+    assert load_profile(DEFAULT, {**overrides, "scoring.device": "auto"})["ray_num_gpus"] == 1
+    # With the local engine, ray_num_gpus is not used.
+    assert load_profile(DEFAULT, {**overrides, "engine": "local"})["scoring"]["device"] == "cpu"
 
 
 def test_idf_true_is_rejected(default_values, write_profile):

@@ -132,7 +132,7 @@ def test_built_report_validates_and_round_trips(report: dict):
 
 
 def test_every_adr_field_is_present(report: dict):
-    assert report["schema_version"] == "1.1"
+    assert report["schema_version"] == "1.2"
     assert report["run_id"] == RUN_ID
     assert report["timestamp"] == "2026-11-30T12:34:56Z"
     assert report["dataset"] == {"name": "evalbook-sample", "split": "sample", "n_examples": 5}

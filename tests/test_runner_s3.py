@@ -22,7 +22,8 @@ import yaml
 
 from evalbook.report import validate_report
 from evalbook.storage import read_bytes
-from s3server import MotoServer, Request
+from s3server import AWS_VARIABLES_REPLACED as AWS_TEST_VARIABLES_REPLACED
+from s3server import MotoServer, Request, aws_test_variables
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = str(ROOT / "params" / "default.yaml")
@@ -32,10 +33,7 @@ PREFIX = "team/evals"
 ACCESS_KEY_ID = "AKIAEVALBOOKLEAKCHECK7Q"
 SECRET_ACCESS_KEY = "evalbook-secret-must-never-be-written-5d1f9c3a7e"
 REGION = "us-east-1"
-AWS_VARIABLES_REPLACED = (
-    "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
-    "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE",
-    "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+AWS_VARIABLES_REPLACED = (*AWS_TEST_VARIABLES_REPLACED, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 RUN_KEY = re.compile(r"^local/eval-runs/(?P<day>\d{4}/\d{2}/\d{2})/(?P<run_id>[0-9a-f-]{36})\.json$")
 
 
@@ -72,13 +70,8 @@ def aws_environment(server, tmp_path_factory) -> dict[str, str]:
     home = tmp_path_factory.mktemp("aws")
     environment = {name: value for name, value in os.environ.items()
                    if name not in AWS_VARIABLES_REPLACED}
-    no_proxy = ",".join(filter(None, [os.environ.get("NO_PROXY"), "127.0.0.1,localhost"]))
-    environment.update(
-        AWS_ACCESS_KEY_ID=ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET_ACCESS_KEY,
-        AWS_DEFAULT_REGION=REGION, AWS_ENDPOINT_URL_S3=server.url,
-        AWS_CONFIG_FILE=str(home / "no-config"), AWS_SHARED_CREDENTIALS_FILE=str(home / "no-credentials"),
-        AWS_EC2_METADATA_DISABLED="true", NO_PROXY=no_proxy, no_proxy=no_proxy,
-        TZ=other_day_time_zone())
+    environment.update(aws_test_variables(server.url, home), AWS_ACCESS_KEY_ID=ACCESS_KEY_ID,
+                       AWS_SECRET_ACCESS_KEY=SECRET_ACCESS_KEY, TZ=other_day_time_zone())
     return environment
 
 

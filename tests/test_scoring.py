@@ -20,7 +20,14 @@ from sentence_transformers import SentenceTransformer
 from evalbook.embcache import EmbeddingCache
 from evalbook.load import load_evaluation_set
 from evalbook.models import resolve_model
-from evalbook.scoring import AnswerScorer, ScoringError, cpu_threads, read_baseline, score_answers
+from evalbook.scoring import (
+    AnswerScorer,
+    ScoringError,
+    cpu_threads,
+    read_baseline,
+    resolve_device,
+    score_answers,
+)
 from evalbook.similarity import METRIC_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,6 +153,44 @@ def test_torch_threads_follow_the_machine_or_the_profile(minilm, monkeypatch):
         assert AnswerScorer(minilm, minilm, num_layers=6, threads=1).provenance.torch_threads == 1
     finally:
         torch.set_num_threads(saved)
+
+
+def test_auto_is_the_first_gpu_when_torch_sees_one(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert resolve_device("auto") == torch.device("cuda", 0)
+    assert resolve_device("cuda") == torch.device("cuda", 0)
+    with pytest.raises(ScoringError, match=r"'cuda:1' but torch sees 1 CUDA device"):
+        resolve_device("cuda:1")
+
+
+@pytest.mark.parametrize("name, message", [
+    ("tpu", "'tpu' is not a torch device"),
+    ("meta", "expected auto, cpu, cuda, cuda:<n> or mps"),
+])
+def test_a_device_torch_cannot_score_on_is_refused(name, message):
+    with pytest.raises(ScoringError, match=message):
+        resolve_device(name)
+
+
+def test_a_missing_gpu_is_an_error_before_any_model_loads(minilm, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("evalbook.scoring.TokenEncoder.__init__", None)  # loading would fail loudly
+    with pytest.raises(ScoringError, match="scoring.device is 'cuda' but .*set scoring.device to cpu or auto"):
+        AnswerScorer(minilm, minilm, num_layers=6, device="cuda")
+
+
+def test_the_scorer_records_its_device(scorer, minilm):
+    assert scorer.provenance.device == "cpu" == str(scorer.device)
+    auto = AnswerScorer(minilm, minilm, num_layers=6, device="auto", memory_cache_bytes=0)
+    assert {p.device.type for p in auto.bert_encoder.model.parameters()} == {"cpu"}
+    assert auto.provenance.as_dict()["device"] == "cpu"
 
 
 def test_golden_values_pin_the_model(scorer):

