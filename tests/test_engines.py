@@ -223,6 +223,26 @@ def test_gpu_actors_with_a_cpu_device_are_refused_before_ray_starts(canonical):
     assert not ray.is_initialized()
 
 
+@pytest.mark.parametrize("failures, connected", [(2, True), (3, False)])
+def test_a_ray_client_connection_that_dies_at_birth_is_tried_again(monkeypatch, failures, connected):
+    """Ray's client proxy sometimes loses the server process it forks (ray-project/ray#63202)."""
+    attempts = []
+
+    def init(address):
+        attempts.append(address)
+        if len(attempts) <= failures:
+            raise ConnectionAbortedError("Initialization failure from server:\nStarting Ray client server failed.")
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    if connected:
+        engines.connect_ray_client("ray://head:10001")
+    else:
+        with pytest.raises(EngineError, match="could not connect to ray://head:10001 in 3 attempts"):
+            engines.connect_ray_client("ray://head:10001")
+    assert attempts == ["ray://head:10001"] * min(failures + 1, engines.RAY_CLIENT_ATTEMPTS)
+
+
 # ---------------------------------------------------------------- a local Ray started for the run
 
 def test_ray_engine_matches_the_local_engine_and_shuts_its_ray_down(profile, canonical, local_scored):

@@ -35,7 +35,10 @@ Where Ray runs (`ray_address`)
 
 Fault tolerance
 ---------------
-The actors are created with `max_restarts` and `max_task_retries` (`ACTOR_FAULT_TOLERANCE`).
+The whole actor pool must start within ACTOR_START_TIMEOUT_S (placing the actors and loading
+the models); a cluster without room for it fails the stage with that message instead of
+waiting forever. The actors are created with `max_restarts` and `max_task_retries`
+(`ACTOR_FAULT_TOLERANCE`).
 When an actor's process dies mid-run, Ray restarts it, the restarted actor loads the model
 again, and the batches it held are retried. The result is still complete, and the position
 check proves it. An exception raised by the scoring code is not retried: it fails the stage,
@@ -47,7 +50,9 @@ Run the pipeline as usual, with `-p engine=ray` and `-p ray_address=...`:
 - on the cluster's head node (or in a Ray job): `ray_address: auto` finds the cluster that
   `ray start` recorded there, with its token when the cluster requires one;
 - from another machine: `ray_address: <head>:6379` (the GCS port), or `ray://<head>:10001`
-  through Ray Client, where rows and scores travel over the client connection. A cluster with
+  through Ray Client. Ray Data cannot run in a Ray Client driver, so the engine then runs as
+  one task on the cluster (no CPU reserved), and the rows and scores travel over the client
+  connection, or through `ray_shared_path`. A cluster with
   token authentication (the default for clusters started by Ray 2.60) needs RAY_AUTH_MODE=token
   and the token (RAY_AUTH_TOKEN, or ~/.ray/auth_token) in the command's environment, never in
   a profile. (A driver in token mode reaches a cluster without authentication, but the
@@ -128,6 +133,8 @@ from evalbook.pipeline import SCORED, SCORING_SUMMARY, StageContext
 from evalbook.pipeline import run_score as run_score_locally
 from evalbook.scoring import AnswerScorer, score_answers
 
+logger = logging.getLogger(__name__)
+
 ENGINES = ("local", "ray")
 POSITION = "__evalbook_position__"
 PART = "__evalbook_part__"
@@ -142,6 +149,7 @@ CACHE_COUNTERS = ("hits", "misses", "corrupt", "writes", "evictions", "bytes_rea
 DEVICE_ROWS = "rows_on:"
 ACTOR_FAULT_TOLERANCE = {"max_restarts": 2, "max_task_retries": 2}
 MAX_BATCH_ROWS = 1024
+RAY_CLIENT_ATTEMPTS = 3
 # How long the actor pool may take to start: placing the actors, then loading the models.
 ACTOR_START_TIMEOUT_S = 600
 BATCHES_PER_ACTOR = 4
@@ -258,8 +266,8 @@ def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[st
     if address is None:
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
         label = f"a local Ray with {int(ray.cluster_resources().get('CPU', 0))} CPUs, started for this run"
-    elif address.startswith("ray://"):
-        ray.init(address=address)  # Ray Client takes no log_to_driver
+    elif is_ray_client(address):
+        connect_ray_client(address)
         label = f"the Ray cluster at {address}"
     else:
         ray.init(address=address, log_to_driver=False)
@@ -269,6 +277,28 @@ def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[st
     finally:
         # Stops a local Ray started above; for a cluster, only disconnects this driver.
         ray.shutdown()
+
+
+def connect_ray_client(address: str) -> None:
+    """`ray.init` through Ray Client, tried up to RAY_CLIENT_ATTEMPTS times.
+
+    Ray 2.60's client proxy forks a server process per connection, and that process sometimes
+    dies at birth in gRPC (ray-project/ray#63202, a few percent of connections), which fails
+    `ray.init` with ConnectionAbortedError. Connecting again starts a new server process.
+    """
+    import ray
+
+    for attempt in range(1, RAY_CLIENT_ATTEMPTS + 1):
+        try:
+            ray.init(address=address)  # Ray Client takes no log_to_driver
+            return
+        except ConnectionAbortedError as error:
+            ray.shutdown()
+            if attempt == RAY_CLIENT_ATTEMPTS:
+                raise EngineError(f"Ray Client could not connect to {address} in {attempt} attempts: "
+                                  f"{error}") from error
+            logger.warning("Ray Client connection to %s failed (attempt %d of %d), trying again: %s",
+                           address, attempt, RAY_CLIENT_ATTEMPTS, str(error).splitlines()[0])
 
 
 def pool_size(settings: RaySettings, cluster_resources: dict[str, float]) -> int:
