@@ -18,8 +18,8 @@ import pytest
 from evalbook.judge import stage as stage_module
 from evalbook.judge.cache import JudgeCache
 from evalbook.judge.prompts import PromptTemplate, load_template
-from evalbook.judge.stage import (NothingEligible, build_requests, describe_judge, judge_table, select,
-                                  templates_for)
+from evalbook.judge.stage import (NothingEligible, batched_embedder, build_requests, describe_judge,
+                                  judge_table, select, templates_for)
 from evalbook.params import load_profile
 from evalbook.report import build_report, validate_report
 
@@ -594,3 +594,40 @@ def test_criteria_are_judged_against_the_whole_conversation_when_there_is_one():
                                     "USER: Zone B.\nASSISTANT: Zone B permits cost £40.")
     single = criteria.prompt_fields("Q?", "A.", ["g"])
     assert single["transcript"] == "USER: Q?\nASSISTANT: A."
+
+
+def test_relevance_embeds_every_judged_question_in_one_call(config, cache):
+    calls = []
+
+    def counting_embed(texts):
+        calls.append(list(texts))
+        return embed(texts)
+
+    table = mixed_table()
+    outcome = judge_table(table, config, cache, counting_embed, seed=config["sample_seed"],
+                          http_transport=FakeJudge().transport())
+    judged = [i for i, r in outcome.records.items() if r["status"] == "judged"
+              and r["relevance"]["score"] is not None]
+    assert len(judged) >= 2 and len(calls) == 1
+    assert len(calls[0]) == len(set(calls[0]))  # each distinct text once
+    for example_id in judged:
+        question = table.set_index("id").loc[example_id, "question"]
+        alone = embed([question, *GENERATED_QUESTIONS[example_id]])
+        unit = alone / np.linalg.norm(alone, axis=1, keepdims=True)
+        assert outcome.records[example_id]["relevance"]["score"] == pytest.approx(
+            float(np.mean(unit[1:] @ unit[0])), abs=1e-12)
+
+
+def test_batched_embeddings_are_looked_up_and_missing_texts_embedded_alone():
+    calls = []
+
+    def counting_embed(texts):
+        calls.append(list(texts))
+        return embed(texts)
+
+    lookup = batched_embedder(["a b", "c", "a b", "d e f"], counting_embed, batch=2)
+    assert calls == [["a b", "c"], ["d e f"]]
+    np.testing.assert_array_equal(lookup(["d e f", "a b"]), embed(["d e f", "a b"]))
+    assert len(calls) == 2
+    np.testing.assert_array_equal(lookup(["new text", "c"]), embed(["new text", "c"]))
+    assert calls[-1] == ["new text"]

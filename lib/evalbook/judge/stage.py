@@ -298,6 +298,49 @@ def openai_embedder(settings: JudgeSettings, model_name: str) -> Callable[[list[
     return embed
 
 
+EMBED_BATCH = 256  # texts per embedding call (OpenAI's endpoint takes up to 2,048 inputs)
+
+
+def relevance_texts(rows: pd.DataFrame, by_key: dict[tuple[str, str], JudgeReply]) -> list[str]:
+    """Every text relevance will embed: each judged question and the questions the judge wrote
+    for it, from the replies that parse."""
+    texts: list[str] = []
+    for row in rows.itertuples(index=False):
+        reply = by_key.get((row.id, relevance.NAME))
+        if reply is None or reply.error is not None:
+            continue
+        try:
+            parsed = parse_reply(reply.text, reply.request.schema, reply.finish_reason)
+        except Unparsed:
+            continue
+        texts.extend([row.question, *parsed["questions"]])
+    return texts
+
+
+def batched_embedder(texts: Sequence[str], embed: Callable[[list[str]], np.ndarray],
+                     batch: int = EMBED_BATCH) -> Callable[[list[str]], np.ndarray]:
+    """`embed`, called on the distinct `texts` EMBED_BATCH at a time up front, then looked up.
+
+    One call per batch instead of one per example: relevance's embeddings took most of the
+    judge stage's time after the calls when each example was embedded alone. A batched vector
+    can differ from a lone one in float32's last bits (padding within the batch), about 1e-7
+    in a cosine. A text not embedded up front is embedded on its own when asked for.
+    """
+    distinct = list(dict.fromkeys(texts))
+    vectors: dict[str, np.ndarray] = {}
+    for start in range(0, len(distinct), batch):
+        chunk = distinct[start:start + batch]
+        vectors.update(zip(chunk, np.asarray(embed(chunk))))
+
+    def lookup(wanted: list[str]) -> np.ndarray:
+        missing = [text for text in dict.fromkeys(wanted) if text not in vectors]
+        if missing:
+            vectors.update(zip(missing, np.asarray(embed(missing))))
+        return np.asarray([vectors[text] for text in wanted])
+
+    return lookup
+
+
 def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
                 embed: Callable[[list[str]], np.ndarray] | None, seed: int, http_transport=None,
                 progress: Callable[[JudgeReply, RunStats], None] | None = None) -> JudgeOutcome:
@@ -316,6 +359,8 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
         records[example_id] = {"status": "not_eligible"}
     for example_id in selection.not_sampled_ids:
         records[example_id] = {"status": "not_sampled"}
+    if embed is not None and relevance.NAME in templates:
+        embed = batched_embedder(relevance_texts(judged_rows, by_key), embed)
     for row in judged_rows.itertuples(index=False):
         record: dict[str, Any] = {"status": "judged"}
         for metric in templates:
