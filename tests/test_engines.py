@@ -211,7 +211,11 @@ def test_the_engine_defaults_are_local(profile):
             profile["ray_num_gpus"]) == ("local", None, None, 0)
     assert engines.engine_label(profile, "local") == "engine local: this process"
     assert engines.engine_label(profile, "ray").startswith(
-        "engine ray: a local Ray started for this stage; actors: one per CPU, 0 GPU each")
+        "engine ray: a local Ray started for this stage; actors: one per CPU, 0 GPU each; rows and "
+        "scores through Ray's object store")
+    shared = load_profile(DEFAULT, {"ray_shared_path": "s3://bucket/staging", "ray_num_gpus": 1})
+    assert "actors: one per GPU share, 1 GPU each; rows and scores through s3://bucket/staging " \
+           "(ray_shared_path)" in engines.engine_label(shared, "ray")
     with pytest.raises(EngineError, match="unknown scoring engine 'spark'"):
         engines.engine_label(profile, "spark")
 

@@ -129,7 +129,7 @@ from evalbook import storage
 
 from evalbook.models import resolve_profile_models
 from evalbook.params import Profile
-from evalbook.pipeline import SCORED, SCORING_SUMMARY, StageContext
+from evalbook.pipeline import StageContext, write_scores
 from evalbook.pipeline import run_score as run_score_locally
 from evalbook.scoring import AnswerScorer, score_answers
 
@@ -549,9 +549,11 @@ def engine_label(profile: Profile, engine: str) -> str:
     settings = RaySettings.from_profile(profile)
     where = settings.address or "a local Ray started for this stage"
     actors = settings.actors or ("one per GPU share" if settings.num_gpus else "one per CPU")
-    return (f"engine ray: {where}; actors: {actors}, {settings.num_gpus} GPU each; a dead actor "
-            f"is restarted up to {settings.remote_args['max_restarts']} times and its batches "
-            f"retried up to {settings.remote_args['max_task_retries']} times")
+    rows = ("Ray's object store" if settings.shared_path is None
+            else f"{settings.shared_path} (ray_shared_path)")
+    return (f"engine ray: {where}; actors: {actors}, {settings.num_gpus} GPU each; rows and scores "
+            f"through {rows}; a dead actor is restarted up to {settings.remote_args['max_restarts']} "
+            f"times and its batches retried up to {settings.remote_args['max_task_retries']} times")
 
 
 def check_engine(engine: str) -> None:
@@ -562,7 +564,7 @@ def check_engine(engine: str) -> None:
 def run_score(ctx: StageContext, canonical: pd.DataFrame, scorer: AnswerScorer,
               engine: str | None = None) -> pd.DataFrame:
     """The 02_score stage with the chosen engine (default: the profile's): scores, then writes
-    `scored.parquet` and `scoring.json` as `pipeline.run_score` does (for `ray`, see
+    `scored.parquet` and `scoring.json` with `pipeline.write_scores` (for `ray`, see
     `ray_provenance`)."""
     engine = engine or ctx.profile["engine"]
     check_engine(engine)
@@ -572,9 +574,7 @@ def run_score(ctx: StageContext, canonical: pd.DataFrame, scorer: AnswerScorer,
     if run.staging is not None:
         print(f"rows and scores went through {run.staging}; "
               + ("removed" if run.staging_left is None else f"left in place ({run.staging_left})"))
-    ctx.write_table(SCORED, pa.Table.from_pandas(run.scored, preserve_index=False))
-    ctx.write_json(SCORING_SUMMARY, ray_provenance(scorer, run))
-    return run.scored
+    return write_scores(ctx, run.scored, ray_provenance(scorer, run))
 
 
 def ray_provenance(scorer: AnswerScorer, run: RayRun) -> dict[str, Any]:

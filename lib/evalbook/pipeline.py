@@ -141,8 +141,13 @@ def load_scorer(ctx: StageContext) -> AnswerScorer:
 def run_score(ctx: StageContext, canonical: pd.DataFrame, scorer: AnswerScorer) -> pd.DataFrame:
     scored = score_answers(canonical, scorer, ctx.profile["retrieval"]["k"],
                            text_progress=not ctx.interactive)
+    return write_scores(ctx, scored, scorer.provenance.as_dict())
+
+
+def write_scores(ctx: StageContext, scored: pd.DataFrame, provenance: dict[str, Any]) -> pd.DataFrame:
+    """02_score's outputs, whichever engine scored: `scored.parquet` and `scoring.json`."""
     ctx.write_table(SCORED, pa.Table.from_pandas(scored, preserve_index=False))
-    ctx.write_json(SCORING_SUMMARY, scorer.provenance.as_dict())
+    ctx.write_json(SCORING_SUMMARY, provenance)
     return scored
 
 
