@@ -473,7 +473,7 @@ def run_on_ray(frame: pd.DataFrame, profile: Profile, settings: RaySettings | No
         raise EngineError(f"ray_num_gpus is {settings.num_gpus} but scoring.device is cpu: the actors "
                           "would hold GPUs and compute on the CPU; set scoring.device to auto")
     with ray_session(settings.address, settings.local_cpus) as where:
-        if is_ray_client(settings.address):
+        if through_ray_client():
             in_cluster = ray.remote(num_cpus=0, max_retries=0)(score_in_cluster)
             run = ray.get(in_cluster.remote(frame, profile, settings, record_dir, crash_once, run_id))
         else:
@@ -483,6 +483,14 @@ def run_on_ray(frame: pd.DataFrame, profile: Profile, settings: RaySettings | No
 
 def is_ray_client(address: str | None) -> bool:
     return address is not None and address.startswith("ray://")
+
+
+def through_ray_client() -> bool:
+    """Whether this process's Ray session is a Ray Client connection (a `ray://` address, or a
+    session opened that way before evalbook was called)."""
+    from ray.util.client import ray as client_ray
+
+    return client_ray.is_connected()
 
 
 def score_in_cluster(frame: pd.DataFrame, profile: Profile, settings: RaySettings,
