@@ -62,18 +62,20 @@ The driver reads the input in `01_load`, as on one machine. With `ray_shared_pat
 sends the rows to the actors through Ray's object store and the actors send their scores back
 the same way. With `ray_shared_path` set to a folder that every node and the driver can read and
 write (`s3://bucket/prefix`, or a path mounted at the same place on every node), the rows and
-scores go through that folder instead, which keeps them off the driver's Ray connection (a Ray
-Client link, above all):
+scores go through that folder instead, which keeps them out of Ray's object store and off the
+driver's link to the cluster:
 - the driver writes the canonical table as Parquet parts to
   `<ray_shared_path>/<run_id>/<attempt>/input/`, one part per batch;
 - Ray Data sends only the parts' names to the actors, one per batch; each actor reads its part,
   scores it and writes the part's scores to `.../<attempt>/scored/` under the same name (a
   retried part is written again whole);
 - the driver reads the scored parts back, checks every part was scored and every row came
-  back once, and removes the attempt folder. A failed attempt leaves its folder for inspection, and a new attempt never
-  reads an older one's parts. On S3 this needs s3:PutObject, s3:GetObject, s3:ListBucket and,
-  for the clean-up, s3:DeleteObject on the prefix; credentials and endpoint come from each
-  process's standard AWS chain (an instance role on the cluster), never from the profile.
+  back once, and removes the attempt folder. A failed attempt leaves its folder for
+  inspection, and a new attempt never reads an older one's parts. On S3 this needs
+  s3:PutObject and s3:GetObject on the prefix; the clean-up also needs s3:ListBucket and
+  s3:DeleteObject, and without them the folder is left with a note. Credentials and endpoint
+  come from each process's standard AWS chain (an instance role on the cluster), never from
+  the profile.
 Either way, the driver writes `scored.parquet` into the run folder, and the runner publishes
 the run as before (`outputs_root` may be `s3://...`), so `04_report` reads it unchanged. Every
 node needs:

@@ -24,8 +24,8 @@ import yaml
 PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_root")
 DEFAULT_LOCAL_OUTPUTS_ROOT = "outputs"
 # Keys whose values are text: `-p env=2026` or `-p generator=3.5` must stay strings.
-TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator", "ray_address", "ray_shared_path",
-                       "dataset.name", "dataset.split", "scoring.embedding_cache.path"))
+TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator", "ray_address",
+                       "ray_shared_path", "dataset.name", "dataset.split", "scoring.embedding_cache.path"))
 TEXT_KEY_SUFFIXES = (".name", ".source", ".sha256", ".baseline_path")
 # Keys added after profile-v1 was first used, with the value that reproduces the behaviour
 # before them; each has a line in params/CHANGELOG.md. The embedded profiles set them all.
@@ -189,7 +189,8 @@ def validate(values: dict[str, Any], origin: str) -> None:
         raise ParamsError(f"{origin}: judge.embedding of kind openai is reached through the judge's "
                           "client; set its source to null")
     shared = values["ray_shared_path"]
-    if shared is not None and not is_remote(shared) and not Path(shared.removeprefix("file://")).is_absolute():
+    if (shared is not None and not is_remote(shared)
+            and not Path(shared.removeprefix("file://")).is_absolute()):
         raise ParamsError(f"{origin}: ray_shared_path {shared!r} must be an s3:// URL or an absolute "
                           "path, mounted at the same place on every Ray node")
     if values["engine"] == "ray" and values["ray_num_gpus"] > 0 and values["scoring"]["device"] == "cpu":
