@@ -236,6 +236,18 @@ def test_gpu_actors_that_would_compute_on_the_cpu_are_refused():
     assert load_profile(DEFAULT, {**overrides, "engine": "local"})["scoring"]["device"] == "cpu"
 
 
+@pytest.mark.parametrize("shared, accepted", [
+    ("s3://bucket/staging", True), ("/mnt/shared/evalbook", True), ("file:///mnt/shared", True),
+    ("staging", False), ("./shared/evalbook", False),
+])
+def test_ray_shared_path_is_a_url_or_an_absolute_path(shared, accepted):
+    if accepted:
+        assert load_profile(DEFAULT, {"ray_shared_path": shared})["ray_shared_path"] == shared
+    else:
+        with pytest.raises(ParamsError, match="must be an s3:// URL or an absolute path"):
+            load_profile(DEFAULT, {"ray_shared_path": shared})
+
+
 def test_idf_true_is_rejected(default_values, write_profile):
     default_values["models"]["bertscore"]["idf"] = True
     path = write_profile(default_values)
