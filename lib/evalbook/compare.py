@@ -515,9 +515,13 @@ def run_summary(report: dict[str, Any], location: str) -> dict[str, Any]:
         "judge_label": label, "judge_status": status, "k": report["retrieval_summary"]["k"],
         "git_commit": provenance.get("git_commit"), "params_hash": provenance.get("params_hash"),
         "params_profile": {"name": profile.get("name"), "version": profile.get("version")},
-        # reports made before the device option scored on the CPU
-        "scoring_device": provenance.get("scoring_device", "cpu"),
+        "scoring_device": scoring_device(report),
     }
+
+
+def scoring_device(report: dict[str, Any]) -> str:
+    """Where a report's embedding models ran; reports made before the device option: the CPU."""
+    return report["provenance"].get("scoring_device", "cpu")
 
 
 def _notes(baseline: dict[str, Any], candidate: dict[str, Any], pairing: Pairing,
@@ -532,7 +536,7 @@ def _notes(baseline: dict[str, Any], candidate: dict[str, Any], pairing: Pairing
     if pairing.only_baseline or pairing.only_candidate:
         notes.append(f"{len(pairing.only_baseline)} example(s) only in the baseline and "
                      f"{len(pairing.only_candidate)} only in the candidate are left out of every metric")
-    devices = [run["provenance"].get("scoring_device", "cpu") for run in (baseline, candidate)]
+    devices = [scoring_device(baseline), scoring_device(candidate)]
     if devices[0] != devices[1]:
         notes.append(f"the embedding models ran on different devices (baseline {devices[0]}, candidate "
                      f"{devices[1]}); their rounding differs, so deltas of about 1e-6 are noise")

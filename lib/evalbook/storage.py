@@ -102,8 +102,12 @@ def shared_filesystem(location: str) -> tuple[Any, str]:
         if address.scheme.lower() not in S3_SCHEMES or not address.netloc:
             raise StorageError(f"{location}: a shared folder is s3://bucket/prefix or a local path")
         return s3fs.S3FileSystem(skip_instance_cache=True), f"{address.netloc}{address.path}".rstrip("/")
-    text = unquote(urlsplit(location).path) if location.lower().startswith("file://") else location
-    return fsspec.filesystem("file"), os.path.abspath(text)
+    return fsspec.filesystem("file"), os.path.abspath(local_path(location))
+
+
+def local_path(location: str) -> str:
+    """The path a local location names: itself, or the path of a `file://` URL."""
+    return unquote(urlsplit(location).path) if location.lower().startswith("file://") else location
 
 
 def _endpoint(filesystem: s3fs.S3FileSystem) -> str:
@@ -248,8 +252,7 @@ def read_bytes(location: str | os.PathLike) -> bytes:
     s3:// URL, read with one GetObject request."""
     text = os.fspath(location)
     if not is_remote(text):
-        is_url = text.lower().startswith("file://")
-        path = Path(unquote(urlsplit(text).path)) if is_url else Path(text)
+        path = Path(local_path(text))
         try:
             return path.read_bytes()
         except OSError as error:
