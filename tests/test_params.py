@@ -556,3 +556,36 @@ def test_outputs_root_accepts_only_local_folders_and_s3(project: Path, default_v
 def _write(path: Path, values: dict) -> Path:
     path.write_text(yaml.safe_dump(values, sort_keys=False), "utf-8")
     return path
+
+
+# ---------------------------------------------------------------- values that would escape the outputs root
+
+@pytest.mark.parametrize("env", ["..", ".", ".hidden", "a/b", "../x", "-rf", "embedding-cache", "x" * 65])
+def test_env_must_be_one_safe_folder_name(root: Path, env: str):
+    message = error_of(root / "params" / "default.yaml", {"env": env})
+    assert f"env: {env!r}" in message and "allowed: one folder name" in message
+
+
+@pytest.mark.parametrize("env", ["local", "2026", "prod.v2", "team_a-ci"])
+def test_ordinary_env_names_are_accepted(root: Path, env: str):
+    assert load_profile(root / "params" / "default.yaml", {"env": env})["env"] == env
+
+
+def test_a_run_id_that_is_a_path_is_refused_with_what_is_allowed(root: Path):
+    message = error_of(root / "params" / "default.yaml", {"run_id": "../x"})
+    assert "run_id: '../x'" in message and "allowed: a uuid4" in message
+
+
+@pytest.mark.parametrize("key", ["input_path", "predictions_path", "outputs_root", "local_outputs_root",
+                                 "judge.cache_path", "scoring.embedding_cache.path"])
+def test_an_empty_path_override_is_refused_not_read_as_the_working_folder(root: Path, tmp_path: Path,
+                                                                         key: str):
+    overrides = dict([parse_override(f"{key}=")])
+    with pytest.raises(ParamsError) as info:
+        load_profile(root / "params" / "default.yaml", overrides, override_root=tmp_path)
+    assert f"-p {key}= is empty" in str(info.value)
+
+
+def test_an_empty_predictions_path_in_a_profile_is_refused(default_values, write_profile):
+    default_values["predictions_path"] = ""
+    assert "predictions_path" in error_of(write_profile(default_values))

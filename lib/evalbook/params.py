@@ -22,6 +22,10 @@ import jsonschema
 import yaml
 
 PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_root")
+# Path keys that an override may set; paths in overrides resolve against the working folder.
+OVERRIDE_PATH_KEYS = (*PATH_KEYS, "models.bertscore.baseline_path", "judge.cache_path",
+                      "scoring.embedding_cache.path")
+REQUIRED_PATH_KEYS = ("input_path", "outputs_root", "local_outputs_root")
 DEFAULT_LOCAL_OUTPUTS_ROOT = "outputs"
 # Keys whose values are text: `-p env=2026` or `-p generator=3.5` must stay strings.
 TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator", "ray_address",
@@ -170,6 +174,12 @@ def with_added_keys(values: dict[str, Any]) -> dict[str, Any]:
     return completed
 
 
+def _violation(error: jsonschema.ValidationError) -> str:
+    """The schema's message; for a value that breaks a pattern, also what the key allows."""
+    allowed = error.schema.get("description") if error.validator == "pattern" else None
+    return f"{error.message}; allowed: {allowed}" if allowed else error.message
+
+
 def validate(values: dict[str, Any], origin: str) -> None:
     """Raise ParamsError listing every schema violation, each with its key path."""
     validator = jsonschema.Draft202012Validator(_schema())
@@ -178,7 +188,7 @@ def validate(values: dict[str, Any], origin: str) -> None:
         lines = []
         for error in errors:
             key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
-            lines.append(f"  - {key}: {error.message}")
+            lines.append(f"  - {key}: {_violation(error)}")
         raise ParamsError(f"{origin}: invalid params profile:\n" + "\n".join(lines))
     judge = values["judge"]
     if judge["metrics"]["criteria"]["enabled"] and not judge["metrics"]["criteria"]["goals"]:
@@ -225,11 +235,13 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
         raise ParamsError(f"{source_path}: a params profile must be a mapping of keys to values")
     values = _resolve_extends(values, source_path, seen=(source_path,))
     overrides = dict(overrides or {})
-    if override_root is not None:
-        for key in (*PATH_KEYS, "models.bertscore.baseline_path", "judge.cache_path",
-                    "scoring.embedding_cache.path"):
-            if isinstance(overrides.get(key), str):
-                overrides[key] = resolve_path(overrides[key], override_root)
+    for key in OVERRIDE_PATH_KEYS:
+        if isinstance(overrides.get(key), str) and not overrides[key].strip():
+            # An empty path would resolve to the working folder and be read or written there.
+            raise ParamsError(f"{source_path}: override -p {key}= is empty; give {key} a path"
+                              + ("" if key in REQUIRED_PATH_KEYS else ", or null for none"))
+        if override_root is not None and isinstance(overrides.get(key), str):
+            overrides[key] = resolve_path(overrides[key], override_root)
     values = apply_overrides(with_added_keys(values), overrides)
     validate(values, str(source_path))
     return Profile(values=values, source_path=source_path, root=find_root(source_path.parent))
