@@ -234,3 +234,19 @@ def test_default_profile_resolves_offline(offline_hub, root: Path):
     for role, model in resolved.items():
         assert model.weights_sha256 == MINILM_SHA256, role
         assert (model.folder / "config.json").is_file(), role
+
+
+def test_a_bertscore_layer_beyond_the_model_is_refused_before_scoring(root: Path):
+    from evalbook.params import ParamsError
+
+    profile = load_profile(root / "params" / "default.yaml", {"models.bertscore.num_layers": 99})
+    with pytest.raises(ParamsError) as info:
+        resolve_profile_models(profile)
+    message = str(info.value)
+    assert "models.bertscore.num_layers is 99" in message and "has 6 layers" in message
+    assert "default.yaml" in message and MINILM in message
+
+
+def test_the_models_last_layer_is_accepted(root: Path):
+    profile = load_profile(root / "params" / "default.yaml", {"models.bertscore.num_layers": 6})
+    assert resolve_profile_models(profile)["bertscore"].weights_sha256 == MINILM_SHA256

@@ -114,11 +114,31 @@ def resolve_model(name: str, source: str, root: Path, expected_sha256: str | Non
     return ResolvedModel(name=name, source=source, folder=folder, weights_sha256=actual)
 
 
+def check_bertscore_layer(profile, model: ResolvedModel) -> None:
+    """Raise ParamsError when `models.bertscore.num_layers` is beyond the model's last layer.
+
+    bert-score reads hidden state `num_layers`; a model with L layers has states 0..L, state 0
+    being the embeddings, so 1..L are usable. Without this check the run fails only in 02_score.
+    """
+    from transformers import AutoConfig
+
+    from evalbook.params import ParamsError
+
+    wanted = profile["models"]["bertscore"]["num_layers"]
+    available = AutoConfig.from_pretrained(model.folder).num_hidden_layers
+    if wanted > available:
+        raise ParamsError(f"{profile.source_path}: models.bertscore.num_layers is {wanted}, but the "
+                          f"BERTScore model {model.name!r} has {available} layers; choose 1 to "
+                          f"{available}")
+
+
 def resolve_profile_models(profile) -> dict[str, ResolvedModel]:
-    """Resolve both of a profile's models; raise ModelUnavailableError before any scoring."""
+    """Resolve both of a profile's models and check the BERTScore layer, before any scoring;
+    raise ModelUnavailableError, or ParamsError for a layer the model does not have."""
     resolved = {}
     for role in ("sentence_transformer", "bertscore"):
         spec = profile["models"][role]
         resolved[role] = resolve_model(spec["name"], spec["source"], profile.root,
                                        spec.get("sha256"), role)
+    check_bertscore_layer(profile, resolved["bertscore"])
     return resolved
