@@ -18,8 +18,9 @@ import pytest
 from evalbook.judge import stage as stage_module
 from evalbook.judge.cache import JudgeCache
 from evalbook.judge.prompts import PromptTemplate, load_template
-from evalbook.judge.stage import (NothingEligible, batched_embedder, build_requests, describe_judge,
-                                  judge_table, select, templates_for)
+from evalbook.judge.stage import (MISSING_SOURCE, NothingEligible, batched_embedder, build_requests,
+                                  describe_judge, judge_table, select, templates_for)
+from evalbook.load import read_canonical, write_canonical
 from evalbook.params import load_profile
 from evalbook.report import build_report, validate_report
 
@@ -193,6 +194,35 @@ def test_data_without_any_source_is_all_eligible(config):
     assert selection.judged_ids == ["a", "b"]
     assert selection.not_eligible_ids == ["c"]  # no prediction, nothing to judge
     assert selection.eligibility["no_source_column"] is True
+
+
+def read_back(table: pd.DataFrame, tmp_path: Path) -> pd.DataFrame:
+    """The table as 03_judge reads it: written by 01_load as canonical.parquet, then read back."""
+    path = tmp_path / "canonical.parquet"
+    write_canonical(table.assign(conversation=None), path)
+    return read_canonical(path)
+
+
+def test_data_without_any_source_read_back_from_parquet_is_all_eligible(config, tmp_path):
+    table = read_back(canonical([("a", "one", None), ("b", "two", None), ("c", None, None)]), tmp_path)
+    selection = select(table, config, seed=0)
+    assert selection.judged_ids == ["a", "b"]
+    assert selection.not_eligible_ids == ["c"]
+    assert selection.eligibility["no_source_column"] is True
+    assert selection.eligibility["sources_seen"] == {MISSING_SOURCE: 3}
+
+
+@pytest.mark.parametrize("dtype", [object, "str", "string"])
+@pytest.mark.parametrize("missing", [None, float("nan"), pd.NA], ids=["None", "NaN", "NA"])
+def test_a_missing_source_is_missing_whatever_marks_it(config, missing, dtype):
+    table = canonical([("a", "one", "EnterpriseSearchPolicy"), ("b", "two", "utter_greet"), ("c", "three", None)])
+    table["source"] = pd.Series(["EnterpriseSearchPolicy", "utter_greet", missing], dtype=dtype)
+    selection = select(table, config, seed=0)
+    assert selection.judged_ids == ["a"]
+    assert selection.eligibility["no_source_column"] is False
+    assert selection.eligibility["sources_seen"] == {"EnterpriseSearchPolicy": 1, "utter_greet": 1,
+                                                     MISSING_SOURCE: 1}
+    assert selection.not_eligible_ids == ["b", "c"]
 
 
 def test_nothing_eligible_fails_naming_the_count_and_the_sources(config):
@@ -452,14 +482,19 @@ def test_cost_with_prices(config, cache):
     assert isinstance(outcome.summary["totals"]["cost_usd"], float)
 
 
-def test_a_rerun_is_served_from_the_cache_with_identical_scores(config, cache):
+def asks_for_the_malformed_groundedness_only(prompts: list[str]) -> bool:
+    return all(MALFORMED_MARK in p and "strict fact checker" in p for p in prompts)
+
+
+def test_a_rerun_reuses_every_parsed_reply_and_asks_again_for_the_unparseable_one(config, cache):
     first, judge = run(mixed_table(), config, cache)
     second, judge_again = run(mixed_table(), config, cache)
-    assert judge_again.calls == 0
+    # e6's groundedness reply never parsed, so it was not cached: asked again (1 + 2 retries)
+    assert judge_again.calls == 3 and asks_for_the_malformed_groundedness_only(judge_again.prompts)
     assert second.records == first.records
     totals = second.summary["totals"]
-    assert totals["calls"] == 0 and totals["cache_hits"] == 9
-    assert totals["prompt_tokens"] == 0
+    assert totals["calls"] == 3 and totals["cache_hits"] == 8
+    assert totals["prompt_tokens"] == 3 * USAGE[0]
     for metric in ("groundedness", "relevance", "criteria"):
         for key in ("mean", "p10", "p50", "p90", "n_scored", "n_unscored", "unscored_reasons", "pass_rate"):
             assert second.summary["metrics"][metric][key] == first.summary["metrics"][metric][key]
@@ -469,8 +504,8 @@ def test_a_rerun_is_served_from_the_cache_with_identical_scores(config, cache):
 def test_a_cached_rerun_keeps_the_servers_system_fingerprint(config, cache):
     """models.judge of a rerun served from the cache describes the same judge as the first run."""
     first, _ = run(mixed_table(), config, cache)
-    second, judge_again = run(mixed_table(), config, cache)
-    assert judge_again.calls == 0
+    second, judge_again = run(mixed_table(), config, cache, FakeJudge(fingerprint=None))
+    assert asks_for_the_malformed_groundedness_only(judge_again.prompts)
     assert first.models_judge["system_fingerprint"] == ["fp_1"]
     assert second.models_judge["system_fingerprint"] == ["fp_1"]
 

@@ -115,7 +115,9 @@ def server_reachable(settings: JudgeSettings, timeout: float = 3.0, http_transpo
 def select(table: pd.DataFrame, config: dict[str, Any], seed: int) -> Selection:
     """Eligible examples (by source), then a seeded sample of them; raises NothingEligible."""
     eligible_sources = list(config["eligible_sources"])
-    sources = table["source"].where(table["source"].notna(), None).tolist()
+    # A missing source reads back as None, NaN or pd.NA depending on the column's dtype (pandas 3
+    # reads Parquet strings as NaN-marked `str`), so each is made None before it is compared.
+    sources = [None if pd.isna(s) else s for s in table["source"].tolist()]
     no_source_column = all(s is None for s in sources)
     seen = Counter(MISSING_SOURCE if s is None else s for s in sources)
     answered = table["generated_answer"].notna().to_numpy()
