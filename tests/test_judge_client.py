@@ -249,21 +249,71 @@ def test_a_server_that_dies_halfway_keeps_finished_judgments_and_a_rerun_resumes
     assert all(r.error is None for r in rerun)
 
 
-def test_an_unparseable_reply_is_asked_again_then_kept_and_scored_as_unscored(cache, sleeps):
+def test_an_unparseable_reply_is_asked_again_scored_as_unscored_and_never_cached(cache, sleeps):
     server = Server(lambda req, body: completion(content="I think it is mostly supported."))
     client = JudgeClient(settings(max_retries=2), cache, http_transport=server.transport())
     reply = client.run([request("e1")])[0]
     assert server.calls == 3 and reply.attempts == 3
     assert reply.error is None and reply.text == "I think it is mostly supported."
     assert sleeps == []  # a bad reply is asked again at once, without backoff
-    assert len(cache) == 1  # kept: the rerun does not pay again
-
-    again = JudgeClient(settings(), cache, http_transport=server.transport()).run([request("e1")])[0]
-    assert server.calls == 3 and again.cached
-    score, detail = score_one("groundedness", again, None, {}, embed=None)
+    score, detail = score_one("groundedness", reply, None, {}, embed=None)
     assert score.value is None
     assert "no JSON object" in score.reason
     assert detail["raw_reply"] == "I think it is mostly supported."
+    assert len(cache) == 0  # only a reply that parsed is kept
+
+    server.answer = lambda req, body: completion()
+    again = JudgeClient(settings(), cache, http_transport=server.transport()).run([request("e1")])[0]
+    assert server.calls == 4 and not again.cached  # the rerun asks again, and is answered
+    assert score_one("groundedness", again, None, {}, embed=None)[0].value == 1.0
+    assert len(cache) == 1
+
+
+def test_an_unparseable_reply_left_in_the_cache_is_asked_again_and_replaced(cache):
+    """A cache written before only parsed replies were kept must not replay its bad replies."""
+    stale = request("e1")
+    cache.put(stale.key, {"text": "no verdict today", "finish_reason": "stop", "prompt_tokens": 1,
+                          "completion_tokens": 1, "system_fingerprint": None})
+    server = Server()
+    client = JudgeClient(settings(), cache, http_transport=server.transport())
+    reply = client.run([stale])[0]
+    assert server.calls == 1 and not reply.cached and reply.text == GOOD_TEXT
+    assert cache.get(stale.key)["text"] == GOOD_TEXT
+    assert client.stats.metric("groundedness").cache_hits == 0
+
+
+MALFORMED_200 = {
+    "a body that is not JSON": (b"<html>502 Bad Gateway</html>", "not JSON"),
+    "a body without choices": (json.dumps({"id": "x", "object": "chat.completion"}).encode(), "no choices"),
+    "empty choices": (json.dumps({"id": "x", "object": "chat.completion", "choices": []}).encode(),
+                      "no choices"),
+    "a choice without a message": (json.dumps({"id": "x", "choices": [{"index": 0}]}).encode(),
+                                   "no message"),
+    "a JSON list": (b"[1, 2]", "not a JSON object"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_200))
+def test_a_malformed_200_is_an_error_retried_with_backoff_and_never_cached(cache, sleeps, case):
+    content, reason = MALFORMED_200[case]
+    malformed = httpx.Response(200, content=content, headers={"Content-Type": "application/json"})
+    server = Server(scripted(malformed))
+    client = JudgeClient(settings(max_retries=2), cache, http_transport=server.transport())
+    reply = client.run([request("e1")])[0]
+    assert server.calls == 3 and len(sleeps) == 2
+    assert reply.error is not None and reply.error.startswith("malformed reply (HTTP 200)")
+    assert reason in reply.error
+    assert len(cache) == 0 and client.stats.metric("groundedness").errors == 1
+    score, _ = score_one("groundedness", reply, None, {}, embed=None)
+    assert score.value is None and "malformed reply" in score.reason
+
+
+def test_a_malformed_200_then_a_good_reply_is_scored(cache, sleeps):
+    malformed = httpx.Response(200, content=b"not json", headers={"Content-Type": "application/json"})
+    server = Server(scripted(malformed, completion()))
+    reply = JudgeClient(settings(), cache, http_transport=server.transport()).run([request("e1")])[0]
+    assert server.calls == 2 and reply.error is None and reply.text == GOOD_TEXT
+    assert len(cache) == 1
 
 
 def test_an_unparseable_reply_that_is_fixed_on_retry_is_scored(cache, sleeps):

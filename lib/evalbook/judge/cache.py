@@ -2,9 +2,10 @@
 
 The key is the sha256 of everything that changes a reply: the model, the base URL, the prompt
 template's content hash, the sampling settings, the structured-output mode, the metric version
-and the exact request text. Only successful replies are stored; an error is never cached, so a
-rerun retries it. Each entry is committed as soon as it arrives, so a run that dies halfway
-keeps every finished judgment and a rerun resumes from there.
+and the exact request text. The client stores only replies that parsed against the request's
+schema; a transport error, a malformed reply and an unparseable reply are never stored, so a
+rerun asks again for exactly those and reuses the rest. Each entry is committed as soon as it
+arrives, so a run that dies halfway keeps every finished judgment and a rerun resumes from there.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class JudgeCache:
         with self._lock, self._connection:
             self._connection.execute("INSERT OR REPLACE INTO replies (key, reply) VALUES (?, ?)",
                                      (key, json.dumps(reply, ensure_ascii=False)))
+
+    def delete(self, key: str) -> None:
+        with self._lock, self._connection:
+            self._connection.execute("DELETE FROM replies WHERE key = ?", (key,))
 
     def __len__(self) -> int:
         with self._lock:

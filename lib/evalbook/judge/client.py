@@ -4,16 +4,23 @@
 it works the same in a script, in Jupyter and in Papermill (where the kernel's loop is already
 running) without patching the user's loop. Inside, an `asyncio.Semaphore` bounds concurrency.
 
-Retries: 429, 5xx, timeouts and lost connections are retried with exponential backoff and
-full jitter, honouring `Retry-After`. A reply that does not parse or validate is asked for
-again, up to `max_retries` times; the last reply is then kept, parseable or not, and the
-metric records it as unscored with the reason. Transport errors are never cached; replies are
-cached as they arrive, so a run that loses the server keeps every finished judgment.
+Retries: 429, 5xx, timeouts, lost connections and malformed HTTP 200 replies (a body that is
+not JSON, or not a chat completion: no `choices`, no message) are retried with exponential
+backoff and full jitter, honouring `Retry-After`; when they run out, the reply carries the error
+and the metric records the example as unscored with it. A reply that does not parse or validate
+against the request's schema is asked for again at once, up to `max_retries` times; the last one
+is kept for the record (unscored, with the reason and the raw text).
+
+Only replies that parse are cached, each as it arrives, so a run that loses the server keeps
+every finished judgment, and a rerun asks again for exactly what was left unscored by an error
+or an unparseable reply and reuses the rest. A cached entry that does not parse (left by an
+older version) is dropped and asked again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import threading
@@ -33,6 +40,10 @@ NO_KEY = "no-key"  # local servers ignore the key, but the openai client require
 
 class JudgeConfigError(RuntimeError):
     """A judge setting the server rejects, explained (for example an unsupported response_format)."""
+
+
+class MalformedReply(ValueError):
+    """An HTTP 200 reply that is not a chat completion; the message says what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,34 @@ def backoff_seconds(attempt: int, base: float, retry_after: float | None) -> flo
     return random.uniform(0, min(MAX_BACKOFF_SECONDS, base * 2 ** attempt))
 
 
+def completion_message(response: Any) -> tuple[str | None, str | None]:
+    """The message text and finish reason of a chat completion; MalformedReply when it is none.
+
+    The openai client builds its objects without validating them, so a 200 with any JSON
+    arrives here: a list, an object without `choices`, a choice without a message.
+    """
+    from openai.types.chat import ChatCompletion
+
+    if not isinstance(response, ChatCompletion):
+        raise MalformedReply("the body is not a JSON object")
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise MalformedReply("no choices in the body")
+    message = getattr(choices[0], "message", None)
+    text = getattr(message, "content", None)
+    if message is None:
+        raise MalformedReply("no message in the first choice")
+    if text is not None and not isinstance(text, str):
+        raise MalformedReply(f"the message content is a {type(text).__name__}, not text")
+    finish_reason = getattr(choices[0], "finish_reason", None)
+    return text, finish_reason if isinstance(finish_reason, str) else None
+
+
+def token_count(usage: Any, name: str) -> int:
+    value = getattr(usage, name, None)
+    return value if isinstance(value, int) else 0
+
+
 def _mentions_response_format(error: Any) -> bool:
     text = f"{getattr(error, 'message', '')} {getattr(error, 'body', '')}".lower()
     return "response_format" in text or "json_schema" in text
@@ -209,12 +248,12 @@ class JudgeClient:
 
     async def _answer(self, client, request: JudgeRequest) -> JudgeReply:
         stats = self.stats.metric(request.metric)
-        cached = self.cache.get(request.key)
+        cached = self._cached_reply(request)
         if cached is not None:
             stats.cache_hits += 1
-            if cached.get("system_fingerprint"):
-                self.stats.system_fingerprints.add(cached["system_fingerprint"])
-            return JudgeReply(request=request, cached=True, **cached)
+            if cached.system_fingerprint:
+                self.stats.system_fingerprints.add(cached.system_fingerprint)
+            return cached
         reply = JudgeReply(request=request)
         for attempt in range(self.settings.max_retries + 1):
             reply.attempts = attempt + 1
@@ -225,14 +264,25 @@ class JudgeClient:
                 break
             if reply.error is not None:  # a transport error waits; an unparseable reply asks again at once
                 await asyncio.sleep(backoff_seconds(attempt, self.settings.backoff_seconds, wait or None))
-        if reply.error is None:
+        if reply.error is not None:
+            stats.errors += 1
+        elif self._parses(reply):
             self.cache.put(request.key, {
                 "text": reply.text, "finish_reason": reply.finish_reason,
                 "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
                 "system_fingerprint": reply.system_fingerprint})
-        else:
-            stats.errors += 1
         return reply
+
+    def _cached_reply(self, request: JudgeRequest) -> JudgeReply | None:
+        """The cached reply to `request` when it parses; an entry that does not is removed."""
+        entry = self.cache.get(request.key)
+        if entry is None:
+            return None
+        reply = JudgeReply(request=request, cached=True, **entry)
+        if self._parses(reply):
+            return reply
+        self.cache.delete(request.key)
+        return None
 
     def _parses(self, reply: JudgeReply) -> bool:
         try:
@@ -259,6 +309,11 @@ class JudgeClient:
         try:
             stats.calls += 1
             response = await client.chat.completions.create(**arguments)
+            reply.text, reply.finish_reason = completion_message(response)
+        except (json.JSONDecodeError, MalformedReply) as error:
+            detail = "the body is not JSON" if isinstance(error, json.JSONDecodeError) else str(error)
+            reply.error = f"malformed reply (HTTP 200): {detail}"
+            return 0.0
         except openai.APIStatusError as error:
             status = error.status_code
             if settings.structured_output == "json_schema" and status in (400, 422, 500) \
@@ -278,14 +333,11 @@ class JudgeClient:
             reply.error = f"connection failed: {error}"
             return 0.0
         reply.error = None
-        choice = response.choices[0]
-        reply.text = choice.message.content
-        reply.finish_reason = choice.finish_reason
-        usage = response.usage
+        usage = getattr(response, "usage", None)
         if usage is None:
             stats.replies_without_usage += 1
-        reply.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        reply.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        reply.prompt_tokens = token_count(usage, "prompt_tokens")
+        reply.completion_tokens = token_count(usage, "completion_tokens")
         stats.prompt_tokens += reply.prompt_tokens
         stats.completion_tokens += reply.completion_tokens
         reply.system_fingerprint = getattr(response, "system_fingerprint", None)
