@@ -247,6 +247,50 @@ def test_a_ray_client_connection_that_dies_at_birth_is_tried_again(monkeypatch, 
     assert attempts == ["ray://head:10001"] * min(failures + 1, engines.RAY_CLIENT_ATTEMPTS)
 
 
+STARTUP_TIMEOUT = ("The current node timed out during startup. This could happen because some of "
+                   "the raylet failed to startup or the GCS has become overloaded.")
+
+
+@pytest.mark.parametrize("timeouts, started", [(1, True), (2, False)])
+def test_a_local_ray_that_times_out_starting_is_cleaned_up_and_started_once_more(monkeypatch, timeouts,
+                                                                                 started):
+    """On a busy machine Ray 2.60 gives the raylet a fixed 30 s to register, then raises: the
+    processes it started are stopped and Ray is started once more, with a second 30 s."""
+    attempts, left_behind = [], []
+
+    def init(**arguments):
+        attempts.append(arguments)
+        if len(attempts) <= timeouts:
+            # What a timed-out start leaves: a node process that nothing will stop.
+            left_behind.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]))
+            raise Exception(STARTUP_TIMEOUT)
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    if started:
+        engines.start_local_ray(num_cpus=2)
+    else:
+        with pytest.raises(EngineError, match="a local Ray did not start in 2 attempts"):
+            engines.start_local_ray(num_cpus=2)
+    assert len(attempts) == min(timeouts + 1, 2)
+    assert all(a == {"address": "local", "num_cpus": 2, "include_dashboard": False,
+                     "log_to_driver": False} for a in attempts)
+    assert all(wait_until(lambda: process.poll() is not None, timeout=10) for process in left_behind)
+
+
+def test_a_real_error_starting_ray_is_not_retried(monkeypatch):
+    attempts = []
+
+    def init(**arguments):
+        attempts.append(arguments)
+        raise ValueError("num_cpus must be positive")
+
+    monkeypatch.setattr(ray, "init", init)
+    with pytest.raises(ValueError, match="num_cpus must be positive"):
+        engines.start_local_ray(num_cpus=-1)
+    assert len(attempts) == 1
+
+
 # ---------------------------------------------------------------- a local Ray started for the run
 
 def test_ray_engine_matches_the_local_engine_and_shuts_its_ray_down(profile, canonical, local_scored):
@@ -263,7 +307,8 @@ def test_ray_engine_matches_the_local_engine_and_shuts_its_ray_down(profile, can
 
 CLUSTER_SCRIPT = """
 import sys, ray
-ray.init(address="local", num_cpus={cpus}, include_dashboard=False, log_to_driver=False)
+from evalbook.engines import start_local_ray
+start_local_ray(num_cpus={cpus})
 print(ray.get_runtime_context().gcs_address, flush=True)
 sys.stdin.readline()
 ray.shutdown()
@@ -451,6 +496,22 @@ def stop_node(process: subprocess.Popen) -> None:
             process.wait()
 
 
+def start_head(gcs: int, client: int) -> subprocess.Popen:
+    """`ray start --head`, connected to; started once more when its node timed out starting
+    (Ray's fixed 30 s, see engines.start_local_ray), never on another error."""
+    for attempt in (1, 2):
+        head = ray_start("--head", f"--port={gcs}", f"--ray-client-server-port={client}", "--num-cpus=1",
+                         "--include-dashboard=false", "--node-ip-address=127.0.0.1")
+        try:
+            ray.init(address=f"127.0.0.1:{gcs}", log_to_driver=False)  # waits for the head's GCS
+            return head
+        except Exception:
+            ray.shutdown()
+            stop_node(head)
+            if attempt == 2 or engines.RAY_STARTUP_TIMEOUT not in head.stderr.read():
+                raise
+
+
 @pytest.fixture(scope="module")
 def two_nodes():
     """A head node and a worker node of one CPU each, as `ray start` makes them on two machines,
@@ -458,11 +519,9 @@ def two_nodes():
     from s3server import free_port
 
     gcs, client = free_port(), free_port()
-    head = ray_start("--head", f"--port={gcs}", f"--ray-client-server-port={client}", "--num-cpus=1",
-                     "--include-dashboard=false", "--node-ip-address=127.0.0.1")
-    nodes = [head]
+    nodes = []
     try:
-        ray.init(address=f"127.0.0.1:{gcs}", log_to_driver=False)  # waits for the head's GCS
+        nodes.append(start_head(gcs, client))
         nodes.append(ray_start(f"--address=127.0.0.1:{gcs}", "--num-cpus=1", "--node-ip-address=127.0.0.1"))
         assert wait_until(lambda: len([n for n in ray.nodes() if n["Alive"]]) == 2, timeout=90), \
             [process.stderr.read() for process in nodes if process.poll() is not None]

@@ -152,6 +152,9 @@ DEVICE_ROWS = "rows_on:"
 ACTOR_FAULT_TOLERANCE = {"max_restarts": 2, "max_task_retries": 2}
 MAX_BATCH_ROWS = 1024
 RAY_CLIENT_ATTEMPTS = 3
+LOCAL_RAY_ATTEMPTS = 2
+# What Ray 2.60 raises when a new node's raylet has not registered within its fixed 30 s.
+RAY_STARTUP_TIMEOUT = "The current node timed out during startup"
 # How long the actor pool may take to start: placing the actors, then loading the models.
 ACTOR_START_TIMEOUT_S = 600
 BATCHES_PER_ACTOR = 4
@@ -266,7 +269,7 @@ def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[st
         yield "the Ray session already open in this process"
         return
     if address is None:
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        start_local_ray(num_cpus)
         label = f"a local Ray with {int(ray.cluster_resources().get('CPU', 0))} CPUs, started for this run"
     elif is_ray_client(address):
         connect_ray_client(address)
@@ -279,6 +282,51 @@ def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[st
     finally:
         # Stops a local Ray started above; for a cluster, only disconnects this driver.
         ray.shutdown()
+
+
+def start_local_ray(num_cpus: int | None) -> None:
+    """`ray.init` of a local Ray, started once more if the first start times out.
+
+    Ray 2.60 gives a new node's raylet a fixed 30 s to register with the GCS (a constant in
+    `ray._private.node`, not a setting), which a busy machine can exceed. The processes that
+    start left behind are stopped, and the second start has its own 30 s. Any other error, or
+    a second timeout, is raised.
+    """
+    import psutil
+    import ray
+
+    for attempt in range(1, LOCAL_RAY_ATTEMPTS + 1):
+        before = {child.pid for child in psutil.Process().children(recursive=True)}
+        try:
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception as error:
+            if RAY_STARTUP_TIMEOUT not in str(error):
+                raise
+            ray.shutdown()
+            _stop_processes_started_since(before)
+            if attempt == LOCAL_RAY_ATTEMPTS:
+                raise EngineError(f"a local Ray did not start in {attempt} attempts: {error}") from error
+            logger.warning("a local Ray timed out starting (attempt %d of %d); starting it again",
+                           attempt, LOCAL_RAY_ATTEMPTS)
+
+
+def _stop_processes_started_since(before: set[int]) -> None:
+    """Terminate this process's descendants that are not in `before`, then kill what remains."""
+    import psutil
+
+    started = [child for child in psutil.Process().children(recursive=True) if child.pid not in before]
+    for process in started:
+        try:
+            process.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(started, timeout=10)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
 def connect_ray_client(address: str) -> None:
