@@ -223,7 +223,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, value: Any, headers: dict[str, str] | None = None) -> None:
         self._send(status, json.dumps(value).encode("utf-8"), "application/json", headers)
 
-    def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+    def _send(self, status: int, data: bytes, content_type: str,
+              headers: dict[str, str] | None = None) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)

@@ -240,7 +240,8 @@ def test_a_malformed_200_still_writes_judge_json_and_the_report(tmp_path):
 def test_the_judge_notebook_runs_on_input_without_a_source_column(tmp_path):
     """Item 1 as a user meets it: answers kept in the input, no `source` column, a judge that
     answers. 01_load writes canonical.parquet; the 03_judge notebook reads it and judges all."""
-    examples = [json.loads(line) for line in (ROOT / "data" / "sample" / "examples.jsonl").read_text().splitlines()]
+    sample = ROOT / "data" / "sample" / "examples.jsonl"
+    examples = [json.loads(line) for line in sample.read_text().splitlines()]
     rows = [{**example, "generated_answer": example["answer"]} for example in examples[:3]]
     assert all("source" not in row for row in rows)
     input_path = tmp_path / "answered.jsonl"
@@ -252,7 +253,8 @@ def test_the_judge_notebook_runs_on_input_without_a_source_column(tmp_path):
         profile = write_profile(tmp_path, server.base_url, input_path=str(input_path), predictions_path=None,
                                 limit=None)
         run_load(open_stage(str(profile), run_dir=str(run_dir), run_id=run_id))
-        papermill.execute_notebook(str(ROOT / "notebooks" / "03_judge.ipynb"), str(tmp_path / "03_judge.ipynb"),
+        papermill.execute_notebook(str(ROOT / "notebooks" / "03_judge.ipynb"),
+                                   str(tmp_path / "03_judge.ipynb"),
                                    parameters={"params_path": str(profile), "run_dir": str(run_dir),
                                                "run_id": run_id},
                                    cwd=str(ROOT / "notebooks"), kernel_name="python3", progress_bar=False)

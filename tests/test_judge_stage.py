@@ -215,7 +215,8 @@ def test_data_without_any_source_read_back_from_parquet_is_all_eligible(config, 
 @pytest.mark.parametrize("dtype", [object, "str", "string"])
 @pytest.mark.parametrize("missing", [None, float("nan"), pd.NA], ids=["None", "NaN", "NA"])
 def test_a_missing_source_is_missing_whatever_marks_it(config, missing, dtype):
-    table = canonical([("a", "one", "EnterpriseSearchPolicy"), ("b", "two", "utter_greet"), ("c", "three", None)])
+    table = canonical([("a", "one", "EnterpriseSearchPolicy"), ("b", "two", "utter_greet"),
+                       ("c", "three", None)])
     table["source"] = pd.Series(["EnterpriseSearchPolicy", "utter_greet", missing], dtype=dtype)
     selection = select(table, config, seed=0)
     assert selection.judged_ids == ["a"]
