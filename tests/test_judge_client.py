@@ -284,6 +284,7 @@ def test_an_unparseable_reply_left_in_the_cache_is_asked_again_and_replaced(cach
 
 MALFORMED_200 = {
     "a body that is not JSON": (b"<html>502 Bad Gateway</html>", "not JSON"),
+    "an HTML body": (b"<html>502 Bad Gateway</html>", "not JSON"),
     "a body without choices": (json.dumps({"id": "x", "object": "chat.completion"}).encode(), "no choices"),
     "empty choices": (json.dumps({"id": "x", "object": "chat.completion", "choices": []}).encode(),
                       "no choices"),
@@ -296,7 +297,8 @@ MALFORMED_200 = {
 @pytest.mark.parametrize("case", sorted(MALFORMED_200))
 def test_a_malformed_200_is_an_error_retried_with_backoff_and_never_cached(cache, sleeps, case):
     content, reason = MALFORMED_200[case]
-    malformed = httpx.Response(200, content=content, headers={"Content-Type": "application/json"})
+    content_type = "text/html" if case == "an HTML body" else "application/json"
+    malformed = httpx.Response(200, content=content, headers={"Content-Type": content_type})
     server = Server(scripted(malformed))
     client = JudgeClient(settings(max_retries=2), cache, http_transport=server.transport())
     reply = client.run([request("e1")])[0]

@@ -170,6 +170,8 @@ def completion_message(response: Any) -> tuple[str | None, str | None]:
     """
     from openai.types.chat import ChatCompletion
 
+    if isinstance(response, str):  # what the openai client returns for a body not typed as JSON
+        raise MalformedReply("the body is not JSON")
     if not isinstance(response, ChatCompletion):
         raise MalformedReply("the body is not a JSON object")
     choices = getattr(response, "choices", None)
