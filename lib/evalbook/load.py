@@ -1,18 +1,27 @@
 """Load an evaluation set and its generated answers into one canonical, typed table.
 
 Sources: the Hugging Face dataset through an `hf://` path (huggingface_hub's HfFileSystem +
-pyarrow), or a local Parquet, CSV or JSONL file. Generated answers come from a column of the
-same file or from a predictions file joined by `id`.
+pyarrow), or a Parquet, CSV or JSONL file, local or an `s3://` object (read with one GetObject,
+credentials from the standard AWS chain). CSV and JSONL are UTF-8, with or without a byte order
+mark. Generated answers come from a column of the same file or from a predictions file joined
+by `id`.
 
 Every problem with the input is a `LoadError` naming the file, the column and the rows.
 Rows are numbered from 1 in file order (a JSONL row is its line; a CSV row excludes the header).
-Nothing is dropped silently: unmatched predictions, examples without a prediction, empty
-answers and rows left out by `limit` are all counted in `LoadResult.counts`.
+Nothing is dropped silently or altered: a CSV is read strictly, so a stray quote is an error
+rather than repaired; unmatched predictions, examples without a prediction, empty answers and
+rows left out by `limit` are all counted in `LoadResult.counts`, and input that loads but is
+partly unusable gets a sentence in `LoadResult.warnings`. Input that leaves nothing to score
+is a LoadError, so the run fails instead of reporting empty means.
 """
 
 from __future__ import annotations
 
+import codecs
+import csv
+import io
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -22,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalbook import storage
 from evalbook.models import hub_reachable
 
 EXAMPLE_TEXT_COLUMNS = ("question", "context", "answer")
@@ -30,6 +40,8 @@ OPTIONAL_TEXT_COLUMNS = ("gold_id", "source")
 CONVERSATION = "conversation"  # optional multi-turn transcript: [{"role": ..., "content": ...}, ...]
 PREDICTION_COLUMNS = (*LIST_COLUMNS, "source", CONVERSATION)
 SHOWN_ROWS = 10
+# surrogateescape decodes each byte that is not UTF-8 to one of these lone surrogates
+UNDECODABLE = re.compile("[\udc80-\udcff]")
 
 CANONICAL_SCHEMA = pa.schema([
     pa.field("id", pa.string(), nullable=False),
@@ -49,6 +61,12 @@ CANONICAL_SCHEMA = pa.schema([
 ])
 
 
+def _rows_text(rows: list[int]) -> str:
+    shown = ", ".join(str(r) for r in rows[:SHOWN_ROWS])
+    more = f" and {len(rows) - SHOWN_ROWS} more" if len(rows) > SHOWN_ROWS else ""
+    return f"row{'s' if len(rows) > 1 else ''} {shown}{more}"
+
+
 class LoadError(ValueError):
     """Input that cannot be loaded; the message names the file, the column and the rows."""
 
@@ -59,9 +77,7 @@ class LoadError(ValueError):
         if column is not None:
             where.append(f"column {column!r}")
         if rows:
-            shown = ", ".join(str(r) for r in rows[:SHOWN_ROWS])
-            more = f" and {len(rows) - SHOWN_ROWS} more" if len(rows) > SHOWN_ROWS else ""
-            where.append(f"row{'s' if len(rows) > 1 else ''} {shown}{more}")
+            where.append(_rows_text(rows))
         super().__init__(f"{'; '.join(where)}: {message}")
 
 
@@ -73,6 +89,8 @@ class LoadResult:
     examples_without_prediction: list[str] = field(default_factory=list)
     skipped_incomplete_rows: list[int] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
+    # hints and warnings about input that loaded but is partly unusable, in plain sentences
+    warnings: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- reading files
@@ -99,11 +117,12 @@ def hf_parquet_files(path: str, split: str, filesystem) -> list[str]:
     return files
 
 
-def _read_parquet(path: str, filesystem=None) -> pd.DataFrame:
+def _read_parquet(path: str, source, filesystem=None) -> pd.DataFrame:
+    """Read a Parquet file from `source` (a path, or a file object); `path` names it in errors."""
     if filesystem is None:
-        table = pq.read_table(path)
+        table = pq.read_table(source)
     else:
-        with filesystem.open(path, "rb") as handle:
+        with filesystem.open(source, "rb") as handle:
             table = pq.read_table(handle)
     for column in table.schema:
         if pa.types.is_large_string(column.type) or pa.types.is_string(column.type):
@@ -118,27 +137,174 @@ def _read_parquet(path: str, filesystem=None) -> pd.DataFrame:
     return table.to_pandas(integer_object_nulls=True)
 
 
-def _read_jsonl(path: str) -> pd.DataFrame:
-    records = []
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LoadError(path, f"not valid JSON ({exc.msg} at column {exc.colno})",
-                                rows=[line_number]) from exc
-            if not isinstance(record, dict):
-                raise LoadError(path, "each line must be a JSON object", rows=[line_number])
-            record["__row"] = line_number
-            records.append(record)
+def _byte_position(body: bytes, offset: int) -> tuple[int, int]:
+    """The 1-based line and character of byte `offset`, whose preceding bytes are valid UTF-8."""
+    line_start = body.rfind(b"\n", 0, offset) + 1
+    return body.count(b"\n", 0, offset) + 1, len(body[line_start:offset].decode("utf-8")) + 1
+
+
+def _utf8_text(path: str, data: bytes, locate) -> str:
+    """The file's text, without a UTF-8 byte order mark. Bytes that are not UTF-8 are a LoadError
+    naming their line and character, and the column and rows that `locate(text, line)` finds in
+    the text decoded with each bad byte kept as a lone surrogate."""
+    body = data.removeprefix(codecs.BOM_UTF8)
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, character = _byte_position(body, exc.start)
+        column, rows = locate(body.decode("utf-8", errors="surrogateescape"), line)
+        raise LoadError(path, f"byte 0x{body[exc.start]:02x} on line {line}, character {character}, "
+                        "is not UTF-8; the file must be UTF-8 (convert it, for example with "
+                        "`iconv -f latin1 -t utf-8`)", column=column, rows=rows) from None
+
+
+def _holds_undecodable(value: Any) -> bool:
+    if isinstance(value, str):
+        return UNDECODABLE.search(value) is not None
+    if isinstance(value, list):
+        return any(_holds_undecodable(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_undecodable(item) for item in value.values())
+    return False
+
+
+def _jsonl_undecodable(text: str, line: int) -> tuple[str | None, list[int]]:
+    """The key of line `line` whose value holds the bad bytes (None when it cannot be told)."""
+    try:
+        record = json.loads(text.split("\n")[line - 1])
+    except ValueError:
+        return None, [line]
+    if not isinstance(record, dict):
+        return None, [line]
+    keys = [key for key, value in record.items() if _holds_undecodable(value)]
+    return (keys[0] if keys else None), [line]
+
+
+def _read_jsonl(path: str, data: bytes) -> pd.DataFrame:
+    records, blank_lines = [], 0
+    text = _utf8_text(path, data, _jsonl_undecodable)
+    for line_number, line in enumerate(io.StringIO(text, newline=None), start=1):
+        if not line.strip():
+            blank_lines += 1
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LoadError(path, f"not valid JSON ({exc.msg} at column {exc.colno})",
+                            rows=[line_number]) from exc
+        if not isinstance(record, dict):
+            raise LoadError(path, "each line must be a JSON object", rows=[line_number])
+        record["__row"] = line_number
+        records.append(record)
+    if not records:
+        raise LoadError(path, f"holds no JSON lines ({blank_lines} blank lines): nothing to score")
     # dtype=object keeps each value as written: an int id stays an int beside a missing one.
     return pd.DataFrame(records, dtype=object)
 
 
-def _read_csv(path: str) -> pd.DataFrame:
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[]).astype(object)
+def _rejected_by_strict_reader(text: str) -> bool:
+    """True when the strict CSV reader fails inside `text`, not merely at its end."""
+    try:
+        for _ in csv.reader(io.StringIO(text, newline=""), strict=True):
+            pass
+    except csv.Error as exc:
+        return not str(exc).startswith("unexpected end of data")
+    return False
+
+
+def _quoting_error(path: str, text: str, header: list[str] | None, row: int,
+                   lines: tuple[int, int], error: csv.Error) -> LoadError:
+    """A LoadError naming the column and line where the strict CSV reader stopped.
+
+    The csv module does not say where in a record it failed, so the shortest failing prefix of
+    the record is found by bisection, and a lenient read of what precedes it counts the fields.
+    `lines` are the first and last line the strict reader read of the record.
+    """
+    start_line, end_line = lines
+    record = "".join(io.StringIO(text, newline="").readlines()[start_line - 1:end_line])
+    where = {"rows": [row] if header else None}
+    if str(error).startswith("unexpected end of data"):
+        fields = next(csv.reader(io.StringIO(record, newline="")))
+        message = f"the quote opened in the row that starts on line {start_line} is never closed"
+    else:
+        low, high = 0, len(record)
+        while low < high:
+            middle = (low + high) // 2
+            low, high = (low, middle) if _rejected_by_strict_reader(record[:middle]) else (middle + 1, high)
+        before = record[:low - 1]
+        fields = next(csv.reader(io.StringIO(before, newline="")))
+        line = start_line + len(io.StringIO(before, newline="").readlines()) - 1
+        message = (f"line {line}: a quoted field must end at its closing quote, but {record[low - 1]!r} "
+                   'follows it; quote the whole field and double the quotes inside it '
+                   '("""Other"" context"), so that no text is altered')
+    if header and len(fields) <= len(header):
+        where["column"] = header[len(fields) - 1]
+    elif header is None:
+        message = f"in the header: {message}"
+    return LoadError(path, message, **where)
+
+
+def _csv_records(path: str, text: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and each data record with the line it starts on, read strictly: a stray quote
+    or an unclosed one is an error, never repaired. Blank lines are skipped."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    header, records = None, []
+    while True:
+        start_line = reader.line_num + 1
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as error:
+            raise _quoting_error(path, text, header, len(records) + 1,
+                                 (start_line, reader.line_num), error) from None
+        if not fields:
+            continue
+        if header is None:
+            header = fields
+        else:
+            records.append((start_line, fields))
+    if header is None:
+        raise LoadError(path, "holds only blank lines: nothing to score")
+    return header, records
+
+
+def _csv_undecodable(text: str, line: int) -> tuple[str | None, list[int] | None]:
+    """The column and rows of a CSV whose cells hold the bad bytes (None when it cannot be told)."""
+    try:
+        header, records = _csv_records("", text)
+    except LoadError:
+        return None, None
+    if _holds_undecodable(header):
+        return None, None
+    bad = [(row, position) for row, (_, fields) in enumerate(records, start=1)
+           for position, cell in enumerate(fields) if _holds_undecodable(cell)]
+    if not bad or bad[0][1] >= len(header):
+        return None, None
+    position = bad[0][1]
+    return header[position], [row for row, p in bad if p == position]
+
+
+def _check_csv_shape(path: str, header: list[str], records: list[tuple[int, list[str]]]) -> None:
+    for name in header:
+        if header.count(name) > 1:
+            raise LoadError(path, f"the header names this column {header.count(name)} times",
+                            column=name)
+    if not records:
+        raise LoadError(path, f"has a header but no data rows: nothing to score (header {header})")
+    wrong = [(row, line, len(fields)) for row, (line, fields) in enumerate(records, start=1)
+             if len(fields) != len(header)]
+    if wrong:
+        _, line, n_fields = wrong[0]
+        raise LoadError(path, f"line {line} has {n_fields} fields, the header has {len(header)}",
+                        rows=[row for row, _, _ in wrong])
+
+
+def _read_csv(path: str, data: bytes) -> pd.DataFrame:
+    header, records = _csv_records(path, _utf8_text(path, data, _csv_undecodable))
+    _check_csv_shape(path, header, records)
+    frame = pd.DataFrame([fields for _, fields in records], columns=header, dtype=object)
+    frame["__row"] = np.arange(1, len(frame) + 1)
     # A CSV cell cannot tell an empty string from a missing value. An empty generated_answer
     # stays "" (an empty answer, flagged); an empty optional id or label is missing.
     for column in OPTIONAL_TEXT_COLUMNS:
@@ -162,29 +328,60 @@ def _parse_csv_list(path: str, column: str, row: int, text: str):
     return value
 
 
+def _read_hf(path: str, split: str, hf_filesystem) -> pd.DataFrame:
+    if hf_filesystem is None and not hub_reachable():
+        raise LoadError(path, "reading an hf:// path needs the Hugging Face hub, which is not "
+                        "reachable from this machine (or HF_HUB_OFFLINE is set); use a local "
+                        "copy of the file instead")
+    filesystem = hf_filesystem if hf_filesystem is not None else _hf_filesystem()
+    files = hf_parquet_files(path, split, filesystem)
+    frame = pd.concat([_read_parquet(f, f, filesystem) for f in files], ignore_index=True)
+    if frame.empty:
+        raise LoadError(path, f"the Parquet files of split {split!r} have no rows: nothing to score")
+    return frame
+
+
+def _file_bytes(path: str) -> bytes:
+    """The bytes of a local file or of an s3:// object (one GetObject)."""
+    if storage.is_remote(path):
+        try:
+            return storage.read_bytes(path)
+        except storage.StorageError as error:
+            raise LoadError(path, str(error)) from None
+    if not Path(storage.local_path(path)).is_file():
+        raise LoadError(path, "file not found")
+    return Path(storage.local_path(path)).read_bytes()
+
+
+def _read_file(path: str) -> pd.DataFrame:
+    scheme = path.partition("://")[0].lower() if "://" in path else "file"
+    if scheme not in ("file", *storage.S3_SCHEMES):
+        raise LoadError(path, f"{scheme}:// is not supported: only local files, hf:// and s3:// "
+                        "paths are read")
+    suffix = PurePosixPath(path).suffix.lower()
+    if suffix not in (".parquet", ".jsonl", ".ndjson", ".csv"):
+        raise LoadError(path, f"unsupported file type {suffix!r}; use .parquet, .csv or .jsonl")
+    data = _file_bytes(path)
+    if not data:
+        raise LoadError(path, "the file is empty (0 bytes)")
+    if suffix == ".csv":
+        return _read_csv(path, data)
+    if suffix != ".parquet":
+        return _read_jsonl(path, data)
+    frame = _read_parquet(path, pa.BufferReader(data))
+    if frame.empty:
+        raise LoadError(path, "has no rows: nothing to score")
+    return frame
+
+
 def read_records(path: str, split: str = "test", hf_filesystem=None) -> pd.DataFrame:
-    """Read one input file into a DataFrame with a `__row` column (1-based file order)."""
+    """Read one input file into a DataFrame with a `__row` column (1-based file order).
+
+    A local file, an `s3://` object or an `hf://` path. CSV and JSONL must be UTF-8 (a byte
+    order mark is allowed); a file with no rows is a LoadError, since it leaves nothing to score.
+    """
     try:
-        if path.startswith("hf://"):
-            if hf_filesystem is None and not hub_reachable():
-                raise LoadError(path, "reading an hf:// path needs the Hugging Face hub, which is not "
-                                "reachable from this machine (or HF_HUB_OFFLINE is set); use a local "
-                                "copy of the file instead")
-            filesystem = hf_filesystem if hf_filesystem is not None else _hf_filesystem()
-            files = hf_parquet_files(path, split, filesystem)
-            frame = pd.concat([_read_parquet(f, filesystem) for f in files], ignore_index=True)
-        else:
-            suffix = PurePosixPath(path).suffix.lower()
-            if not Path(path).is_file():
-                raise LoadError(path, "file not found")
-            if suffix == ".parquet":
-                frame = _read_parquet(path)
-            elif suffix in (".jsonl", ".ndjson"):
-                frame = _read_jsonl(path)
-            elif suffix == ".csv":
-                frame = _read_csv(path)
-            else:
-                raise LoadError(path, f"unsupported file type {suffix!r}; use .parquet, .csv or .jsonl")
+        frame = _read_hf(path, split, hf_filesystem) if path.startswith("hf://") else _read_file(path)
     except LoadError:
         raise
     except Exception as exc:  # noqa: BLE001 - any reader failure becomes a named, readable error
@@ -284,15 +481,13 @@ def _sample_positions(n_rows: int, limit: int | None, seed: int) -> np.ndarray:
     return np.sort(chosen)
 
 
-def load_evaluation_set(input_path: str, predictions_path: str | None = None,
-                        limit: int | None = None, seed: int = 0, split: str = "test",
-                        hf_filesystem=None, skip_incomplete: bool = False) -> LoadResult:
-    """Read, validate and join the inputs into the canonical table (see CANONICAL_SCHEMA).
+def _shown(values: list[Any], n: int = 3) -> str:
+    return ", ".join(repr(v) for v in values[:n]) + (", ..." if len(values) > n else "")
 
-    A missing question, context or answer is an error, unless `skip_incomplete` is set: then
-    those examples are left out and counted, and their rows listed (the hub's
-    rag-dataset-12000 has such rows).
-    """
+
+def _read_examples(input_path: str, split: str, hf_filesystem,
+                   skip_incomplete: bool) -> tuple[pd.DataFrame, int, list[int]]:
+    """The complete examples, the number of input rows and the rows skipped as incomplete."""
     examples = read_records(input_path, split, hf_filesystem)
     _require_columns(examples, input_path, EXAMPLE_TEXT_COLUMNS)
     for column in EXAMPLE_TEXT_COLUMNS:
@@ -301,54 +496,187 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
     examples["id"] = _normalise_ids(examples, input_path, generated="id" not in examples.columns)
     incomplete = examples[list(EXAMPLE_TEXT_COLUMNS)].isna().any(axis=1)
     skipped_rows = [int(r) for r in examples.loc[incomplete, "__row"]]
-    n_input_rows = len(examples)
-    examples = examples[~incomplete].reset_index(drop=True)
-    _validate_optional(examples, input_path)
-    n_predictions = None
-    unmatched: list[str] = []
+    if incomplete.all():
+        missing = [(c, int(examples[c].isna().sum())) for c in EXAMPLE_TEXT_COLUMNS]
+        summary = ", ".join(f"{c!r} in {n} row{'s' if n > 1 else ''}" for c, n in missing if n)
+        raise LoadError(input_path, f"all {len(examples)} examples are incomplete and were skipped "
+                        f"(skip_incomplete_examples is true): nothing is left to score; missing: "
+                        f"{summary}", rows=skipped_rows)
+    complete = examples[~incomplete].reset_index(drop=True)
+    _validate_optional(complete, input_path)
+    return complete, len(examples), skipped_rows
 
-    if predictions_path is None:
-        _require_columns(examples, input_path, ["generated_answer"])
-        _check_text(examples, input_path, "generated_answer", allow_null=True)
-        joined = examples
+
+def _read_predictions(predictions_path: str, split: str, hf_filesystem) -> pd.DataFrame:
+    predictions = read_records(predictions_path, split, hf_filesystem)
+    _require_columns(predictions, predictions_path, ["id", "generated_answer"])
+    predictions["id"] = _normalise_ids(predictions, predictions_path, generated=False)
+    _check_text(predictions, predictions_path, "generated_answer", allow_null=True)
+    _validate_optional(predictions, predictions_path)
+    return predictions
+
+
+def _fold(identifier: str) -> str:
+    return identifier.strip().casefold()
+
+
+def _near_misses(unmatched: list[str], known: list[str]) -> list[tuple[str, str]]:
+    """(prediction id, example id) pairs that differ only in case or surrounding whitespace."""
+    by_folded: dict[str, str] = {}
+    for identifier in known:
+        by_folded.setdefault(_fold(identifier), identifier)
+    return [(i, by_folded[_fold(i)]) for i in unmatched if _fold(i) in by_folded]
+
+
+def _near_miss_kind(pairs: list[tuple[str, str]]) -> str:
+    case = any(p.strip() != e.strip() for p, e in pairs)
+    space = any(p.casefold() != e.casefold() for p, e in pairs)
+    return " and ".join(kind for kind, present in
+                        (("case", case), ("leading or trailing spaces", space)) if present)
+
+
+def _shown_pairs(pairs: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{p!r} vs {e!r}" for p, e in pairs[:3]) + (", ..." if len(pairs) > 3 else "")
+
+
+def _no_match_error(predictions_path: str, input_path: str, prediction_ids: list[str],
+                    example_ids: list[str]) -> LoadError:
+    message = f"0 of {len(prediction_ids)} predictions matched an example id in {input_path}"
+    pairs = _near_misses(prediction_ids, example_ids)
+    if pairs:
+        detail = (f"; ids differ only in {_near_miss_kind(pairs)} (for example {_shown_pairs(pairs)}): "
+                  "ids are matched exactly, so correct them in one of the files")
     else:
-        if "generated_answer" in examples.columns:
-            raise LoadError(input_path, "generated answers are given both here and in the predictions "
-                            f"file {predictions_path}; keep one", column="generated_answer")
-        predictions = read_records(predictions_path, split, hf_filesystem)
-        _require_columns(predictions, predictions_path, ["id", "generated_answer"])
-        predictions["id"] = _normalise_ids(predictions, predictions_path, generated=False)
-        _check_text(predictions, predictions_path, "generated_answer", allow_null=True)
-        _validate_optional(predictions, predictions_path)
-        for column in PREDICTION_COLUMNS:
-            if column in predictions.columns and column in examples.columns:
-                raise LoadError(input_path, f"{column!r} is given both here and in the predictions "
-                                f"file {predictions_path}; keep one", column=column)
-        n_predictions = len(predictions)
-        known = set(examples["id"])
-        unmatched = [i for i in predictions["id"] if i not in known]
-        carried = [c for c in ("generated_answer", *PREDICTION_COLUMNS) if c in predictions.columns]
-        joined = examples.merge(predictions[["id", *carried]], on="id", how="left")
+        detail = f" (prediction ids {_shown(prediction_ids)}; example ids {_shown(example_ids)})"
+    return LoadError(predictions_path, message + detail + ": nothing to score", column="id")
 
-    positions = _sample_positions(len(joined), limit, seed)
-    kept = joined.iloc[positions].reset_index(drop=True)
+
+def _join(examples: pd.DataFrame, predictions: pd.DataFrame, input_path: str,
+          predictions_path: str) -> tuple[pd.DataFrame, list[str]]:
+    """Examples left-joined with their predictions by id, and the ids of unmatched predictions."""
+    if "generated_answer" in examples.columns:
+        raise LoadError(input_path, "generated answers are given both here and in the predictions "
+                        f"file {predictions_path}; keep one", column="generated_answer")
+    for column in PREDICTION_COLUMNS:
+        if column in predictions.columns and column in examples.columns:
+            raise LoadError(input_path, f"{column!r} is given both here and in the predictions "
+                            f"file {predictions_path}; keep one", column=column)
+    known = set(examples["id"])
+    matched = predictions["id"].isin(known)
+    if not matched.any():
+        raise _no_match_error(predictions_path, input_path, predictions["id"].tolist(),
+                              examples["id"].tolist())
+    if predictions.loc[matched, "generated_answer"].isna().all():
+        raise LoadError(predictions_path, f"none of the {int(matched.sum())} predictions that matched "
+                        "an example has a generated answer: nothing to score",
+                        column="generated_answer", rows=predictions.loc[matched, "__row"].tolist())
+    carried = [c for c in ("generated_answer", *PREDICTION_COLUMNS) if c in predictions.columns]
+    joined = examples.merge(predictions[["id", *carried]], on="id", how="left")
+    return joined, predictions.loc[~matched, "id"].tolist()
+
+
+def _answers_in_input(examples: pd.DataFrame, input_path: str) -> pd.DataFrame:
+    _require_columns(examples, input_path, ["generated_answer"])
+    _check_text(examples, input_path, "generated_answer", allow_null=True)
+    if examples["generated_answer"].isna().all():
+        raise LoadError(input_path, "no row has a generated answer: nothing to score",
+                        column="generated_answer", rows=examples["__row"].tolist())
+    return examples
+
+
+def _sample(joined: pd.DataFrame, input_path: str, limit: int | None, seed: int) -> pd.DataFrame:
+    """The rows `limit` keeps; a sample in which no example has a prediction is a LoadError."""
+    kept = joined.iloc[_sample_positions(len(joined), limit, seed)].reset_index(drop=True)
+    if kept["generated_answer"].isna().all():
+        answered = int(joined["generated_answer"].notna().sum())
+        raise LoadError(input_path, f"none of the {len(kept)} example(s) kept by limit={limit} (seed "
+                        f"{seed}) has a prediction, while {answered} of {len(joined)} examples have "
+                        "a prediction: nothing to score; raise limit or set -p limit=null")
+    return kept
+
+
+def _retrieval_warnings(table: pd.DataFrame, input_path: str) -> list[str]:
+    """Retrieval data that cannot be used: retrieved_ids without a gold_id, or gold_ids with no
+    retrieved_ids anywhere (retrieved ids are compared only with the gold id)."""
+    has_ids, has_gold = table["retrieved_ids"].notna(), table["gold_id"].notna()
+    has_contexts = table["retrieved_contexts"].notna()
+    warnings = []
+    ids_without_gold = has_ids & ~has_gold
+    if ids_without_gold.any():
+        unscored = int((ids_without_gold & ~has_contexts).sum())
+        n = int(ids_without_gold.sum())
+        if unscored == n:
+            outcome = "so their retrieval is not scored"
+        elif unscored == 0:
+            outcome = "so their retrieval is compared by retrieved_contexts instead"
+        else:
+            outcome = (f"so the retrieval of the {unscored} without retrieved_contexts is not scored "
+                       "and the others are compared by retrieved_contexts instead")
+        rows = table.loc[ids_without_gold, "row"].tolist()
+        warnings.append(f"{n} example(s) have retrieved_ids but no gold_id ({_rows_text(rows)} of "
+                        f"{input_path}): retrieved_ids are compared only with gold_id, {outcome}; "
+                        f"give each example its gold_id in {input_path}")
+    if has_gold.any() and not has_ids.any():
+        outcome = ("retrieval is compared by retrieved_contexts" if has_contexts.any()
+                   else "retrieval is not scored")
+        warnings.append(f"gold_id is given for {int(has_gold.sum())} example(s), but no example has "
+                        f"retrieved_ids: gold_id is unused and {outcome}; add retrieved_ids to the "
+                        "predictions to measure retrieval by id")
+    return warnings
+
+
+def _near_miss_warning(unmatched: list[str], pairs: list[tuple[str, str]]) -> list[str]:
+    if not pairs:
+        return []
+    return [f"{len(pairs)} of the {len(unmatched)} unmatched prediction ids differ from an example id "
+            f"only in {_near_miss_kind(pairs)} (for example {_shown_pairs(pairs)}): ids are matched "
+            "exactly, so these predictions were not joined"]
+
+
+def load_evaluation_set(input_path: str, predictions_path: str | None = None,
+                        limit: int | None = None, seed: int = 0, split: str = "test",
+                        hf_filesystem=None, skip_incomplete: bool = False) -> LoadResult:
+    """Read, validate and join the inputs into the canonical table (see CANONICAL_SCHEMA).
+
+    A missing question, context or answer is an error, unless `skip_incomplete` is set: then
+    those examples are left out and counted, and their rows listed (the hub's
+    rag-dataset-12000 has such rows). Inputs that leave nothing to score (no rows, no
+    prediction that matches an example, no generated answer) are a LoadError naming the cause.
+    """
+    examples, n_input_rows, skipped_rows = _read_examples(input_path, split, hf_filesystem,
+                                                          skip_incomplete)
+    n_predictions, unmatched = None, []
+    if predictions_path is None:
+        joined = _answers_in_input(examples, input_path)
+    else:
+        predictions = _read_predictions(predictions_path, split, hf_filesystem)
+        n_predictions = len(predictions)
+        joined, unmatched = _join(examples, predictions, input_path, predictions_path)
+    kept = _sample(joined, input_path, limit, seed)
     table = _canonical(kept)
     without = table.loc[~table["has_prediction"], "id"].tolist()
+    near_misses = _near_misses(unmatched, examples["id"].tolist())
+    has_ids, has_gold = table["retrieved_ids"].notna(), table["gold_id"].notna()
     counts = {
         "n_input_rows": int(n_input_rows),
         "n_skipped_incomplete_examples": len(skipped_rows),
         "n_predictions": n_predictions,
         "n_unmatched_predictions": len(unmatched),
+        "n_unmatched_differing_only_in_case_or_space": len(near_misses),
         "n_left_out_by_limit": int(len(joined) - len(kept)),
         "n_examples": int(len(table)),
         "n_examples_without_prediction": len(without),
         "n_empty_generated_answers": int(table["generated_empty"].sum()),
         "n_empty_reference_answers": int(table["reference_empty"].sum()),
-        "n_with_retrieval": int((table["retrieved_ids"].notna() | table["retrieved_contexts"].notna()).sum()),
+        "n_with_retrieval": int((has_ids | table["retrieved_contexts"].notna()).sum()),
+        "n_retrieved_ids_without_gold_id": int((has_ids & ~has_gold).sum()),
+        "n_gold_id_without_retrieved_ids": int((has_gold & ~has_ids).sum()),
     }
     return LoadResult(table=table, counts=counts, unmatched_prediction_ids=unmatched,
                       examples_without_prediction=without, skipped_incomplete_rows=skipped_rows,
-                      sources={"input_path": input_path, "predictions_path": predictions_path})
+                      sources={"input_path": input_path, "predictions_path": predictions_path},
+                      warnings=_near_miss_warning(unmatched, near_misses)
+                      + _retrieval_warnings(table, input_path))
 
 
 def _column_or_null(frame: pd.DataFrame, column: str) -> list[Any]:

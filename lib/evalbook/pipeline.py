@@ -119,6 +119,7 @@ def run_load(ctx: StageContext) -> load_module.LoadResult:
         "unmatched_prediction_ids": result.unmatched_prediction_ids,
         "examples_without_prediction": result.examples_without_prediction,
         "skipped_incomplete_rows": result.skipped_incomplete_rows,
+        "warnings": result.warnings,
         "sources": result.sources,
     })
     return result
@@ -273,7 +274,9 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
     counts = {**loaded["counts"],
               "unmatched_prediction_ids": loaded["unmatched_prediction_ids"],
               "examples_without_prediction": loaded["examples_without_prediction"],
-              "skipped_incomplete_rows": loaded["skipped_incomplete_rows"]}
+              "skipped_incomplete_rows": loaded["skipped_incomplete_rows"],
+              # a load.json written before warnings were recorded has none
+              "warnings": loaded.get("warnings", [])}
     return build_report(
         run_id=ctx.run_id, timestamp=datetime.now(timezone.utc),
         dataset=dataset_label(ctx.profile),
