@@ -291,7 +291,7 @@ def _check_csv_shape(path: str, header: list[str], records: list[tuple[int, list
             raise LoadError(path, f"the header names this column {header.count(name)} times",
                             column=name)
     if not records:
-        raise LoadError(path, f"has a header but no data rows: nothing to score (header {header})")
+        raise LoadError(path, "has a header but no data rows: nothing to score")
     wrong = [(row, line, len(fields)) for row, (line, fields) in enumerate(records, start=1)
              if len(fields) != len(header)]
     if wrong:
@@ -363,7 +363,7 @@ def _read_file(path: str) -> pd.DataFrame:
         raise LoadError(path, f"unsupported file type {suffix!r}; use .parquet, .csv or .jsonl")
     data = _file_bytes(path)
     if not data:
-        raise LoadError(path, "the file is empty (0 bytes)")
+        raise LoadError(path, "the file is empty (0 bytes): nothing to score")
     if suffix == ".csv":
         return _read_csv(path, data)
     if suffix != ".parquet":
@@ -541,14 +541,15 @@ def _shown_pairs(pairs: list[tuple[str, str]]) -> str:
 
 def _no_match_error(predictions_path: str, input_path: str, prediction_ids: list[str],
                     example_ids: list[str]) -> LoadError:
-    message = f"0 of {len(prediction_ids)} predictions matched an example id in {input_path}"
+    message = (f"0 of {len(prediction_ids)} predictions matched an example id in {input_path}, "
+               "so nothing is scored")
     pairs = _near_misses(prediction_ids, example_ids)
     if pairs:
         detail = (f"; ids differ only in {_near_miss_kind(pairs)} (for example {_shown_pairs(pairs)}): "
                   "ids are matched exactly, so correct them in one of the files")
     else:
         detail = f" (prediction ids {_shown(prediction_ids)}; example ids {_shown(example_ids)})"
-    return LoadError(predictions_path, message + detail + ": nothing to score", column="id")
+    return LoadError(predictions_path, message + detail, column="id")
 
 
 def _join(examples: pd.DataFrame, predictions: pd.DataFrame, input_path: str,
