@@ -1,6 +1,7 @@
 """Open a local HTML page in headless Debian Chromium with the network cut off, and report what it
-did: every request, the ones that tried to leave the machine, each image's loaded size, and the
-console errors.
+did: every request, the ones that tried to leave the machine, each image's loaded size, the
+console errors, the dialogs a script opened (alert, confirm, prompt), and the elements that could
+run script (inline event handlers, javascript: URLs, script elements).
 
 Playwright drives the system Chromium (`/usr/bin/chromium`); no Playwright browser download is
 used. The context is offline and a route aborts, and records, anything that is not file:, data:,
@@ -37,6 +38,24 @@ _IMAGES = """() => Array.from(document.images, (image) => ({
 }))"""
 
 
+# Elements able to run script: event handler attributes, javascript: URLs, script elements; and
+# the elements that payloads of hostile text create (<details ontoggle>, <svg onload>).
+_ACTIVE = """() => {
+    const all = Array.from(document.querySelectorAll("*"));
+    const describe = (element) => element.outerHTML.slice(0, 120);
+    return {
+        handlers: all.filter((element) => Array.from(element.attributes).some(
+            (attribute) => attribute.name.toLowerCase().startsWith("on"))).map(describe),
+        javascript_urls: all.filter((element) => Array.from(element.attributes).some(
+            (attribute) => attribute.value.trim().toLowerCase().startsWith("javascript:"))).map(describe),
+        scripts: Array.from(document.scripts, (script) => ({
+            type: script.type, text: script.text.slice(0, 120)})),
+        details: Array.from(document.querySelectorAll("details")).map(describe),
+        svgs: Array.from(document.querySelectorAll("svg")).map(describe),
+    };
+}"""
+
+
 def is_local(url: str) -> bool:
     return url.lower().startswith(LOCAL_SCHEMES)
 
@@ -63,8 +82,12 @@ def inspect_offline(html_path: Path, browser: Any | None = None) -> dict[str, An
     Keys: `requests` (every URL the page requested, in order), `non_local_requests` (those not
     file:/data:/blob:/about:, including any the route aborted), `images` (one dict per <img>:
     complete, naturalWidth, naturalHeight, src (its first 40 characters)), `console_errors`
-    (console errors and uncaught page errors) and `title`. Pass a `browser` from
-    `offline_browser()` to reuse one launch; without it, one is launched for this call.
+    (console errors and uncaught page errors), `title`, `dialogs` (the message of every alert,
+    confirm, prompt or beforeunload dialog, each dismissed), `active` (elements that could run
+    script: `handlers` with an on* attribute, `javascript_urls`, `scripts` with their type and
+    text, `details` and `svgs`; each element as the start of its outerHTML) and `text` (the
+    document's textContent). Pass a `browser` from `offline_browser()` to reuse one launch;
+    without it, one is launched for this call.
     """
     if browser is None:
         with offline_browser() as launched:
@@ -76,6 +99,11 @@ def _inspect(browser: Any, html_path: Path) -> dict[str, Any]:
     requests: list[str] = []
     aborted: list[str] = []
     console_errors: list[str] = []
+    dialogs: list[str] = []
+
+    def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
 
     def only_local(route: Any) -> None:
         url = route.request.url
@@ -93,13 +121,17 @@ def _inspect(browser: Any, html_path: Path) -> dict[str, Any]:
         page.on("console", lambda message: console_errors.append(message.text)
                 if message.type == "error" else None)
         page.on("pageerror", lambda error: console_errors.append(str(error)))
+        page.on("dialog", dismiss)
         page.goto(html_path.resolve().as_uri(), wait_until="load")
         page.wait_for_load_state("networkidle")
         images = page.evaluate(_IMAGES)
+        active = page.evaluate(_ACTIVE)
+        text = page.evaluate("() => document.documentElement.textContent")
         title = page.title()
     finally:
         context.close()
     non_local = [url for url in requests if not is_local(url)]
     non_local += [url for url in aborted if url not in non_local]
     return {"requests": requests, "non_local_requests": non_local, "images": images,
-            "console_errors": console_errors, "title": title}
+            "console_errors": console_errors, "title": title, "dialogs": dialogs, "active": active,
+            "text": text}

@@ -10,6 +10,7 @@ from matplotlib import image as mpimg
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
+import hostile
 from browser import inspect_offline, offline_browser
 from evalbook.html import external_references, noinput_path, render_html
 
@@ -127,6 +128,19 @@ def test_the_browser_check_sees_a_page_that_phones_home(tmp_path, browser):
     assert seen["images"][0]["naturalWidth"] == 0
 
 
+def test_the_browser_check_sees_dialogs_and_elements_that_run_script(tmp_path, browser):
+    page = tmp_path / "injected.html"
+    page.write_text(f"<div>{hostile.DETAILS}</details></div><div>{hostile.SVG}</svg></div>{hostile.SCRIPT}"
+                    f'<a href="javascript:alert(5)">x</a>', "utf-8")
+    seen = inspect_offline(page, browser)
+    assert sorted(seen["dialogs"]) == ["1", "3", "4"]
+    active = seen["active"]
+    assert len(active["handlers"]) == 2 and len(active["javascript_urls"]) == 1
+    assert active["scripts"] == [{"type": "", "text": "alert(1)"}]
+    assert len(active["details"]) == 1 and len(active["svgs"]) == 1
+    assert "alert(1)" in seen["text"] and hostile.SCRIPT not in seen["text"]
+
+
 def test_render_html_refuses_to_overwrite(executed_notebook, pages):
     before = pages["full"].read_bytes()
     with pytest.raises(FileExistsError, match="write-once"):
@@ -221,3 +235,20 @@ def test_the_stock_lab_template_would_phone_home_for_this_notebook(executed_note
     fetched = " ".join(external_references(stock))
     assert "require.min.js" in fetched and "mathjax" in fetched
     assert "unpkg.com" in stock and "mermaid.esm.min.mjs" in stock
+
+
+def test_no_control_character_reaches_a_page_raw(tmp_path):
+    # What escape_html does not see: a DataFrame's own HTML, plain text and printed output.
+    raw = f"{hostile.SCRIPT}{hostile.CONTROLS}"
+    frame_html = f"<table><tr><td>{raw.replace('<', '&lt;')}</td></tr></table>"
+    cell = new_code_cell("show()", outputs=[
+        new_output("display_data", data={"text/html": frame_html}),
+        new_output("execute_result", data={"text/plain": raw}, execution_count=1),
+        new_output("stream", name="stdout", text=raw + "\n")])
+    notebook = tmp_path / "controls.ipynb"
+    nbformat.write(new_notebook(cells=[new_markdown_cell(f"# A title{hostile.CONTROLS}"), cell]), notebook)
+    for page in (render_html(notebook), render_html(notebook, exclude_input=True)):
+        text = page.read_text("utf-8")
+        assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", text), page
+        assert text.count(hostile.VISIBLE_CONTROLS) == 4, page
+        assert hostile.payload_elements(text) == []

@@ -7,6 +7,11 @@ What is lost: TeX in markdown stays as raw `$...$` text, mermaid diagrams stay a
 widgets render as their text fallback. Output images are already base64 in the notebook; the lab
 template's CSS holds only `data:` URLs. Before writing, `external_references` checks the page, so
 a page that would still fetch something (say a plotly output loading its CDN script) is refused.
+
+User text in a page is escaped where it is put in (evalbook.escaping); nbconvert escapes plain
+text and printed output. Neither removes control characters from a DataFrame's own HTML or from
+printed text, so every control character left in a rendered page is written as the visible
+escape `escape_html` uses (`\x00`): no page holds one raw.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+from evalbook.escaping import visible_controls
 from evalbook.report import write_new
 
 NOINPUT_SUFFIX = ".noinput.html"
@@ -142,7 +148,8 @@ def render_html(notebook: Path, output: Path | None = None, *, exclude_input: bo
     notebooks' folder for a copy that Papermill executed elsewhere); nbconvert embeds only
     images inside that folder. The page is written once, atomically: an existing file is never
     replaced (FileExistsError). A page that would fetch anything, from the network or from a
-    file beside it, raises ValueError and is not written.
+    file beside it, raises ValueError and is not written. Control characters in the page are
+    written as visible escapes (`\x00`).
     """
     import nbformat
 
@@ -158,6 +165,7 @@ def render_html(notebook: Path, output: Path | None = None, *, exclude_input: bo
     image_dir = Path(image_dir) if image_dir is not None else notebook.parent
     resources = {"metadata": {"name": notebook.stem, "path": str(image_dir.resolve())}}
     page, _ = _exporter(exclude_input).from_notebook_node(node, resources=resources)
+    page = visible_controls(page)
     network = external_references(page)
     if network:
         raise ValueError(f"{notebook}: the rendered page would fetch from the network: "

@@ -1,0 +1,65 @@
+"""User text into HTML: the one function that escapes it, and the tables built on it.
+
+User text is hostile. Ids, questions, answers, contexts, the judge's replies, notes and
+parameter values may hold markup, Markdown, TeX, NUL bytes and other control characters.
+Everything evalbook builds for a page from such text (the notebooks' tables, banners and notes,
+the run index) goes through `escape_html`: `&`, `<`, `>` and both quotes become entities, and
+every control character except tab, newline and carriage return (which are whitespace in HTML)
+becomes a visible escape such as `\\x00`, as do lone surrogates, which UTF-8 cannot encode.
+The notebooks show such text as HTML, never as Markdown, so Markdown links, emphasis and TeX in
+it stay as written.
+"""
+
+from __future__ import annotations
+
+import html
+import numbers
+import re
+from typing import Any
+
+import pandas as pd
+from pandas.io.formats.style import Styler
+
+MISSING = "\u2014"
+# C0 controls but tab, newline and carriage return; DEL and the C1 controls; lone surrogates.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def visible_controls(text: str) -> str:
+    """`text` with each control character (and lone surrogate) written as its escape, `\\x00`."""
+    return _CONTROL.sub(_visible, text)
+
+
+def escape_html(value: Any) -> str:
+    """The text of `value` (str() of it), safe as HTML text and in a quoted attribute value."""
+    return html.escape(visible_controls(str(value)), quote=True)
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (pd.api.types.is_scalar(value) and bool(pd.isna(value)))
+
+
+def cell_html(value: Any, precision: int = 3) -> str:
+    """A table cell: a number to `precision` decimals (integers whole), a missing value as an em
+    dash, anything else escaped by escape_html."""
+    if _is_missing(value):
+        return MISSING
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)):
+        return f"{float(value):.{precision}f}"
+    return escape_html(value)
+
+
+def escaped_table(frame: pd.DataFrame, caption: str | None = None, precision: int = 3) -> Styler:
+    """`frame` as a pandas Styler whose cells, row and column labels and caption are cell_html."""
+    def cell(value: Any) -> str:
+        return cell_html(value, precision)
+
+    styler = (frame.style.format(cell, na_rep=MISSING)
+              .format_index(cell, axis="index", na_rep=MISSING)
+              .format_index(cell, axis="columns", na_rep=MISSING))
+    return styler if caption is None else styler.set_caption(escape_html(caption))
