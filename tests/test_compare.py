@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import hostile
 from evalbook.compare import (
     CI_METHOD,
     ComparisonError,
@@ -27,6 +28,7 @@ from evalbook.compare import (
     metric_table,
     pair_examples,
     paired_deltas,
+    regressions_heading,
     regressions_styled,
     regressions_table,
     runs_frame,
@@ -622,18 +624,40 @@ def test_the_notebook_tables():
     with pytest.raises(ComparisonError, match="'rank': it was not compared"):
         regressions_table(doc, "rank")
     notes = comparability_notes(doc)
-    assert "- **Pairing**: 12 paired by id, 0 only in the baseline, 0 only in the candidate." in notes
-    assert "- **Judge metrics**: compared." in notes
+    assert "<li><strong>Pairing</strong>: 12 paired by id, 0 only in the baseline, 0 only in the candidate." \
+        in notes
+    assert "<li><strong>Judge metrics</strong>: compared.</li>" in notes
+    assert regressions_heading(doc, "groundedness") == "<h3>groundedness: 5 largest regressions</h3>"
 
 
 def test_the_notes_give_the_reason_of_a_refused_gate():
     doc = compare(make_report({"a": 0.5, "b": 0.5}),
                   make_report({"a": 0.5, "c": 0.5}, tag="cand", weights_sha="f" * 64))
     notes = comparability_notes(doc)
-    assert "  - only in the baseline: b" in notes and "  - only in the candidate: c" in notes
-    assert ("- **Embedding metrics**: embedding metrics shown side by side without deltas: "
+    assert "<ul><li>only in the baseline: <code>b</code></li><li>only in the candidate: <code>c</code></li></ul>" \
+        in notes
+    assert ("<li><strong>Embedding metrics</strong>: embedding metrics shown side by side without deltas: "
             "model pins differ") in notes
     assert runs_frame(doc).loc["judge"].tolist() == ["(not_run)", "(not_run)"]
+
+
+def test_the_notes_escape_hostile_ids_notes_and_reasons():
+    only_baseline = [hostile.SVG, hostile.IMG + hostile.CONTROLS]
+    only_candidate = [hostile.DETAILS, f"{hostile.MARKDOWN_LINK} {hostile.MARKDOWN_EMPHASIS}"]
+    paired = hostile.SCRIPT
+    baseline = make_report({paired: 0.5, **{i: 0.5 for i in only_baseline}})
+    candidate = make_report({paired: 0.5, **{i: 0.5 for i in only_candidate}}, tag="cand",
+                            questions={paired: hostile.SCRIPT}, weights_sha="f" * 64)
+    baseline["dataset"]["name"] = hostile.IMG
+    notes = comparability_notes(compare(baseline, candidate))
+    assert hostile.payload_elements(notes) == []
+    _, text = hostile.read_markup(notes)
+    assert hostile.CONTROLS not in text and hostile.VISIBLE_CONTROLS in text
+    for shown in (hostile.SVG, hostile.IMG, hostile.DETAILS, hostile.MARKDOWN_LINK,
+                  hostile.MARKDOWN_EMPHASIS):
+        assert text.count(shown) >= 1, shown
+    assert f"carry a different question in the two runs: {hostile.SCRIPT}" in text
+    assert f"the datasets differ: baseline {hostile.IMG}/test" in text
 
 
 # ---------------------------------------------------------------- locating and loading

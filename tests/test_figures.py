@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 from datetime import datetime, timezone
 
 import matplotlib
@@ -16,6 +17,8 @@ import pytest  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.colors import to_hex, to_rgba  # noqa: E402
 from PIL import Image  # noqa: E402
+
+import hostile  # noqa: E402
 
 from evalbook import figures  # noqa: E402
 from evalbook.figures import (  # noqa: E402
@@ -461,6 +464,51 @@ def test_worst_examples_of_an_unjudged_report_is_an_empty_table(unjudged):
     assert "The 0 lowest groundedness scores of 0 scored examples" in html
     with pytest.raises(ValueError, match="not a per-example score"):
         worst_examples_frame(unjudged, "rank")
+
+
+HOSTILE_IDS = [hostile.MATHTEXT, hostile.SCRIPT + hostile.CONTROLS, hostile.MARKDOWN_LINK, hostile.IMG,
+               hostile.SVG, hostile.DETAILS]
+
+
+def with_hostile_text(report: dict) -> dict:
+    """The report with hostile ids, and hostile questions, answers and judge statements."""
+    hostile_report = copy.deepcopy(report)
+    for example, hostile_id in zip(hostile_report["examples"], HOSTILE_IDS):
+        example["id"] = hostile_id
+        example["question"] = example["generated_answer"] = hostile_id + " text"
+        for statement in ((example.get("judge") or {}).get("groundedness") or {}).get("statements", []):
+            statement["statement"] = statement["justification"] = hostile_id + " statement"
+    return hostile_report
+
+
+def drawn_text(fig) -> list[str]:
+    fig.savefig(io.BytesIO(), format="png")  # mathtext is parsed, and fails, only when drawn
+    return [t.get_text() for ax in fig.axes for t in [*ax.texts, ax.title, ax._left_title]]
+
+
+def test_hostile_ids_label_the_figures_as_written(report):
+    hostile_report = with_hostile_text(report)
+    labels = " ".join(drawn_text(f1_vs_cosine(hostile_report)) + drawn_text(groundedness_vs_relevance(hostile_report)))
+    assert hostile.MATHTEXT in labels and hostile.VISIBLE_CONTROLS in labels
+    assert hostile.CONTROLS[0] not in labels
+    deltas = pd.DataFrame({"id": HOSTILE_IDS[:3], "metric": ["bertscore_f1"] * 3, "baseline": [0.5] * 3,
+                           "candidate": [0.1, 0.2, 0.3], "delta": [-0.4, -0.3, -0.2]})
+    title = " ".join(drawn_text(delta_figure(deltas)))
+    assert f"worst: {hostile.MATHTEXT} -0.400, {hostile.SCRIPT}{hostile.VISIBLE_CONTROLS} -0.300" in title
+
+
+def test_the_worst_examples_escape_hostile_text(report):
+    hostile_report = with_hostile_text(report)
+    for metric in ("bertscore_f1", "groundedness"):
+        page = worst_examples(hostile_report, metric, n=6).to_html()
+        assert hostile.payload_elements(page) == []
+        assert hostile.CONTROLS[0] not in page
+        _, text = hostile.read_markup(page)
+        assert f"{hostile.SCRIPT}{hostile.VISIBLE_CONTROLS} text" in text
+        assert f"{hostile.MARKDOWN_LINK} text" in text
+    assert f"{hostile.MARKDOWN_LINK} statement" in text
+    _, text = hostile.read_markup(worst_examples(hostile_report, "bertscore_f1", n=6).to_html())
+    assert f"{hostile.IMG} text" in text and f"{hostile.SVG} text" in text
 
 
 def test_unscored_judgments_list_each_with_its_reason(report):

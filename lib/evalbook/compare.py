@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from evalbook.escaping import escape_html
 from evalbook.params import is_remote
 from evalbook.report import SCHEMA_VERSION as REPORT_SCHEMA_VERSION
 from evalbook.report import (ReportError, schema_problems, shipped_schema, validate_report,
@@ -677,18 +678,26 @@ def runs_frame(doc: dict[str, Any]) -> pd.DataFrame:
 
 
 def comparability_notes(doc: dict[str, Any]) -> str:
-    """Markdown: how the examples paired, what each gate allowed and why, and the notes."""
+    """HTML: how the examples paired, what each gate allowed and why, and the notes.
+
+    Ids, reasons and notes are user text, escaped by evalbook.escaping; show the result as HTML,
+    not Markdown, so that Markdown in an id stays as written."""
     pairing, gates = doc["pairing"], doc["gates"]
-    lines = [f"- **Pairing**: {pairing['n_paired']} paired by id, {pairing['n_only_baseline']} only in "
-             f"the baseline, {pairing['n_only_candidate']} only in the candidate."]
-    for side in ("baseline", "candidate"):
-        if pairing[f"only_{side}_ids"]:
-            lines.append(f"  - only in the {side}: {', '.join(pairing[f'only_{side}_ids'])}")
+    pairing_item = (f"<strong>Pairing</strong>: {pairing['n_paired']} paired by id, "
+                    f"{pairing['n_only_baseline']} only in the baseline, {pairing['n_only_candidate']} "
+                    "only in the candidate.")
+    unpaired = [f"<li>only in the {side}: "
+                + ", ".join(f"<code>{escape_html(i)}</code>" for i in pairing[f"only_{side}_ids"]) + "</li>"
+                for side in ("baseline", "candidate") if pairing[f"only_{side}_ids"]]
+    if unpaired:
+        pairing_item += "<ul>" + "".join(unpaired) + "</ul>"
+    items = [pairing_item]
     for name, gate in (("Embedding metrics", gates["embedding"]),
                        ("Retrieval top_k_match", gates["retrieval"]), ("Judge metrics", gates["judge"])):
-        lines.append(f"- **{name}**: " + ("compared." if gate["compared"] else gate["reason"] + "."))
-    lines.extend(f"- {note}." for note in doc["notes"])
-    return "\n".join(lines)
+        items.append(f"<strong>{name}</strong>: "
+                     + ("compared." if gate["compared"] else escape_html(gate["reason"]) + "."))
+    items.extend(escape_html(note) + "." for note in doc["notes"])
+    return "<ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>"
 
 
 def metric_table(doc: dict[str, Any]) -> pd.DataFrame:
@@ -735,6 +744,12 @@ def regressions_table(doc: dict[str, Any], metric: str) -> pd.DataFrame:
             row["candidate_judge"] = verdict_text(entry["candidate_judge"])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def regressions_heading(doc: dict[str, Any], metric: str) -> str:
+    """HTML: the heading over one metric's regressions, its name escaped."""
+    n = len(doc["regressions"][metric])
+    return f"<h3>{escape_html(metric)}: {n} largest regression{'s' if n != 1 else ''}</h3>"
 
 
 def regressions_styled(doc: dict[str, Any], metric: str):

@@ -34,6 +34,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 from pandas.io.formats.style import Styler
 
+from evalbook.escaping import escaped_table, visible_controls
 from evalbook.report import write_atomically
 
 SIMILARITY_METRICS = ("bertscore_f1", "bertscore_precision", "bertscore_recall", "sentence_cosine")
@@ -137,8 +138,11 @@ _LABEL_OFFSETS = ((5, 4, "left"), (5, -11, "left"), (-5, 4, "right"), (-5, -11, 
 
 def _annotate_apart(ax, texts: list[str], xs: Iterable[float], ys: Iterable[float]) -> None:
     """Label points in small text, moving a label to another side of its point when it would
-    cover an earlier label (boxes estimated in points: 4.5 per character, 9 high)."""
-    xs, ys = list(xs), list(ys)
+    cover an earlier label (boxes estimated in points: 4.5 per character, 9 high).
+
+    Labels are ids, user text: drawn as written, never as mathtext (an id like `$\\x$` would
+    fail to draw), with control characters as visible escapes."""
+    texts, xs, ys = [visible_controls(text) for text in texts], list(xs), list(ys)
     ax.get_xlim(), ax.get_ylim()  # settle autoscaling before reading display positions
     anchors = ax.transData.transform(np.column_stack([xs, ys])) * 72 / ax.figure.dpi
     placed: list[tuple[float, float, float, float]] = []
@@ -152,7 +156,8 @@ def _annotate_apart(ax, texts: list[str], xs: Iterable[float], ys: Iterable[floa
         else:
             dx, dy, ha = _LABEL_OFFSETS[0]
         placed.append(box)
-        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, fontsize="x-small")
+        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, fontsize="x-small",
+                    parse_math=False)
 
 
 def _label_points(ax, ids: list[str], xs: np.ndarray, ys: np.ndarray) -> None:
@@ -467,8 +472,8 @@ def _delta_panel(ax, rows: pd.DataFrame, metric: str) -> None:
         title += f" ({len(rows) - len(present)} without a delta)"
     worst = ordered[worse].head(3)
     if len(worst):
-        title += "\nworst: " + ", ".join(f"{r.id} {r.delta:+.3f}" for r in worst.itertuples())
-    ax.set_title(title, fontsize="small", loc="left")
+        title += "\nworst: " + ", ".join(f"{visible_controls(r.id)} {r.delta:+.3f}" for r in worst.itertuples())
+    ax.set_title(title, fontsize="small", loc="left", parse_math=False)  # ids are drawn as written
 
 
 @_styled
@@ -558,11 +563,9 @@ def worst_examples_frame(report: dict[str, Any], metric: str, n: int = 5) -> pd.
 
 
 def readable_table(frame: pd.DataFrame, caption: str) -> Styler:
-    """A table of examples styled for reading: full text wrapped (never cut short), HTML escaped,
-    numbers to 3 decimals, missing values as an em dash."""
-    return (frame.style.hide(axis="index")
-            .format(escape="html", precision=3, na_rep="—")
-            .set_caption(caption)
+    """A table of examples styled for reading: full text wrapped (never cut short), escaped by
+    evalbook.escaping, numbers to 3 decimals, missing values as an em dash."""
+    return (escaped_table(frame, caption).hide(axis="index")
             .set_table_styles([
                 {"selector": "td", "props": "white-space: pre-wrap; max-width: 32em; "
                                             "vertical-align: top; text-align: left;"},

@@ -6,30 +6,35 @@ from typing import Any
 
 import pandas as pd
 
+from evalbook.escaping import escape_html
+
 SUMMARY_COLUMNS = ("mean", "p10", "p50", "p90", "n_scored", "n_unscored", "threshold",
                    "threshold_is_placeholder", "pass_rate", "calls", "cache_hits", "errors",
                    "prompt_tokens", "completion_tokens", "cost_usd")
 
 
 def banner(summary: dict[str, Any]) -> str:
-    """Markdown to put above any judge number: not run, placeholder thresholds, smoke-test notes."""
-    lines = []
+    """HTML to put above any judge number: not run, placeholder thresholds, smoke-test notes.
+
+    The reason, label and note are escaped by evalbook.escaping; show the banner as HTML."""
+    paragraphs = []
     if summary["status"] == "not_run":
-        lines.append(f"> **The judge did not run.** {summary['reason']}. "
-                     "No judge score is reported for this run.")
+        paragraphs.append(f"<strong>The judge did not run.</strong> {escape_html(summary['reason'])}. "
+                          "No judge score is reported for this run.")
     else:
-        lines.append(f"> Judge `{summary['label']}` judged {summary['sampling']['n_judged']} of "
-                     f"{summary['eligibility']['n_eligible']} eligible answers "
-                     f"({summary['sampling']['fraction_of_eligible_judged']:.0%}).")
+        paragraphs.append(f"Judge <code>{escape_html(summary['label'])}</code> judged "
+                          f"{summary['sampling']['n_judged']} of {summary['eligibility']['n_eligible']} "
+                          f"eligible answers ({summary['sampling']['fraction_of_eligible_judged']:.0%}).")
         if summary["eligibility"]["no_source_column"]:
-            lines.append("> The data has no `source`, so every answer counted as eligible.")
+            paragraphs.append("The data has no <code>source</code>, so every answer counted as eligible.")
         placeholders = [m for m, s in summary["metrics"].items() if s["threshold_is_placeholder"]]
         if placeholders:
-            lines.append(f"> Thresholds of {', '.join(placeholders)} are the 0.5 placeholder, not a "
-                         "recommendation: set them in the profile for this judge and embedding model.")
+            paragraphs.append(f"Thresholds of {escape_html(', '.join(placeholders))} are the 0.5 "
+                              "placeholder, not a recommendation: set them in the profile for this "
+                              "judge and embedding model.")
     if summary.get("note"):
-        lines.append(f"> **Note:** {summary['note']}")
-    return "\n>\n".join(lines)
+        paragraphs.append(f"<strong>Note:</strong> {escape_html(summary['note'])}")
+    return "<blockquote>" + "".join(f"<p>{paragraph}</p>" for paragraph in paragraphs) + "</blockquote>"
 
 
 def metric_table(summary: dict[str, Any]) -> pd.DataFrame:
