@@ -3,12 +3,11 @@
 A run is a folder `<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>/` (see runner.py);
 its report, when the run succeeded, is `<run_id>.json` beside the folder. The page needs no
 script and fetches nothing: inline CSS, links relative to the page, every value from the data
-escaped.
+escaped by evalbook.escaping.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from datetime import datetime, timezone
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from evalbook.escaping import escape_html
 from evalbook.html import noinput_path
 from evalbook.report import write_atomically
 
@@ -179,22 +179,22 @@ def _text(value: Any) -> str:
     """Escaped text of a data value; missing, empty or NaN becomes an em dash."""
     if value is None or value == "" or (isinstance(value, float) and not math.isfinite(value)):
         return MISSING
-    return html.escape(str(value))
+    return escape_html(value)
 
 
 def _href(page_dir: Path, target: Path) -> str:
     relative = target.relative_to(page_dir)
-    return html.escape("/".join(quote(part) for part in relative.parts))
+    return escape_html("/".join(quote(part) for part in relative.parts))
 
 
 def _status_cell(row: dict[str, Any]) -> str:
     status = row["status"]
-    badge = f'<span class="status {html.escape(status.replace(" ", "-"))}">{_text(status)}</span>'
+    badge = f'<span class="status {escape_html(status.replace(" ", "-"))}">{_text(status)}</span>'
     if not row["reason"]:
         return badge
     first_line = row["reason"].strip().splitlines()[0]
-    return (f'{badge}<div class="reason" title="{html.escape(row["reason"])}">'
-            f"{html.escape(first_line)}</div>")
+    return (f'{badge}<div class="reason" title="{escape_html(row["reason"])}">'
+            f"{escape_html(first_line)}</div>")
 
 
 def _dataset_cell(dataset: dict[str, Any]) -> str:
@@ -237,7 +237,7 @@ def _row_html(row: dict[str, Any], judge_metrics: list[str], page_dir: Path) -> 
         top_k = f'{top_k}<div class="sub">k={k}</div>'
     numbers = [_number(metrics.get("bertscore_f1")), _number(metrics.get("sentence_cosine")), top_k,
                *(_number(metrics.get(name)) for name in judge_metrics)]
-    links = " ".join(f'<a href="{_href(page_dir, path)}">{html.escape(label)}</a>'
+    links = " ".join(f'<a href="{_href(page_dir, path)}">{escape_html(label)}</a>'
                      for label, path in row["links"].items()) or MISSING
     cells = [
         f'<td class="when">{row["started_at"]:%Y-%m-%d %H:%M:%S}'
@@ -342,7 +342,7 @@ def _comparison_row_html(row: dict[str, Any], page_dir: Path) -> str:
     if row["html"] is not None:
         links.insert(0, f'<a href="{_href(page_dir, row["html"])}">comparison</a>')
     if row["reason"]:
-        return (f"<tr><td>{created}</td><td colspan=\"5\">unreadable: {html.escape(row['reason'])}</td>"
+        return (f"<tr><td>{created}</td><td colspan=\"5\">unreadable: {escape_html(row['reason'])}</td>"
                 f"<td>{' · '.join(links)}</td></tr>")
     return (f"<tr><td>{created}</td><td>{_text(row['baseline'])}</td><td>{_text(row['candidate'])}</td>"
             f'<td class="num">{_text(row["n_paired"])}</td>'
@@ -376,11 +376,11 @@ def render_index(rows: list[dict[str, Any]], page_dir: Path,
     numeric = ["BERTScore F1", "Sentence cosine", "Top-k match",
                *(f"Judge {name.removeprefix('judge:')}" for name in judge_metrics)]
     head = ("".join(f"<th>{h}</th>" for h in headers)
-            + "".join(f'<th class="num">{html.escape(h)}</th>' for h in numeric) + "<th>Files</th>")
+            + "".join(f'<th class="num">{escape_html(h)}</th>' for h in numeric) + "<th>Files</th>")
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
-    summary = ", ".join(f"{n} {html.escape(status)}" for status, n in sorted(counts.items()))
+    summary = ", ".join(f"{n} {escape_html(status)}" for status, n in sorted(counts.items()))
     body = "\n".join(_row_html(row, judge_metrics, page_dir) for row in rows)
     empty = f'<tr><td colspan="{len(headers) + len(numeric) + 1}">No runs yet.</td></tr>'
     return f"""<!DOCTYPE html>

@@ -1,0 +1,177 @@
+"""Hostile text everywhere, end to end: two real runs with a judge, a comparison and the run index.
+
+Every user-text field (question, context, answer, generated_answer, retrieved contexts, the
+conversation, source), every id (example ids, retrieved_ids, gold_id) and the parameter values
+that pages show (dataset name, generator, the judge's note, its criteria and eligible sources)
+carry script, event-handler, Markdown, TeX and control-character payloads. The judge, the test
+fault server, answers with the same payloads in every statement, justification, question and
+rationale, and one reply is not JSON, so its raw text reaches the unscored tables. The two runs
+differ in one example each, so the comparison lists hostile unpaired ids, and one paired example
+changes its question. Every HTML page written under the outputs root is opened in offline
+Chromium: no dialog may fire, no element may come from a payload, and the payloads show as text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+import hostile
+from browser import inspect_offline, offline_browser
+from evalbook.escaping import visible_controls
+from evalbook.index import build_index
+from evalbook.runner import ComparisonRun, RunResult, run_comparison, run_pipeline
+from faultserver import FaultServer, valid_reply
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "params" / "default.yaml"
+HOSTILE = " ".join(hostile.PAYLOADS) + " " + hostile.CONTROLS
+SHOWN = visible_controls(HOSTILE)
+SOURCE = f"source {HOSTILE}"
+UNPARSED_MARKER = "unparsed-reply"
+UNPARSED_REPLY = f"not JSON {HOSTILE}"
+STAGE_PAGES = ("01_load.html", "02_score.html", "03_judge.html", "04_report.html",
+               "04_report.noinput.html")
+RAW_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def example(key: str, question: str | None = None) -> dict:
+    answer = f"answer {key} {UNPARSED_MARKER if key == '2' else ''} {HOSTILE}"
+    return {
+        "id": f"{key} {HOSTILE}",
+        "question": question or f"question {key} {HOSTILE}",
+        "context": f"context {key} {HOSTILE}",
+        "answer": f"reference {key} {HOSTILE}",
+        "generated_answer": answer,
+        "source": SOURCE,
+        "gold_id": f"doc {key} {HOSTILE}",
+        "retrieved_ids": [f"doc {key} {HOSTILE}", f"other {HOSTILE}"],
+        "retrieved_contexts": [f"retrieved {key} {HOSTILE}", f"other {HOSTILE}"],
+        "conversation": [{"role": "user", "content": f"turn {key} {HOSTILE}"},
+                         {"role": "assistant", "content": answer}],
+    }
+
+
+BASELINE = [example(key) for key in ("1", "2", "3", "4", "only-baseline")]
+CANDIDATE = [example("1", question=f"changed question 1 {HOSTILE}"),
+             *(example(key) for key in ("2", "3", "4", "only-candidate"))]
+
+
+def judge_reply(body: dict) -> str:
+    """Hostile text in every string of a valid reply; the groundedness reply of example 2 is not JSON."""
+    prompt = body["messages"][-1]["content"]
+    if UNPARSED_MARKER in prompt and "statements" in json.dumps(body.get("response_format")):
+        return UNPARSED_REPLY
+    return valid_reply(body, text=f"judge {HOSTILE}")
+
+
+@dataclass
+class Outputs:
+    root: Path
+    baseline: RunResult
+    candidate: RunResult
+    comparison: ComparisonRun
+    index: Path
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), "utf-8")
+    return path
+
+
+def hostile_profile(folder: Path, outputs: Path, base_url: str) -> Path:
+    values = yaml.safe_load(DEFAULT.read_text("utf-8"))
+    values.update(outputs_root=str(outputs), local_outputs_root=str(outputs), predictions_path=None,
+                  input_path=str(write_jsonl(folder / "baseline.jsonl", BASELINE)),
+                  generator=f"generator {HOSTILE}")
+    values["dataset"]["name"] = f"dataset {HOSTILE}"
+    judge = values["judge"]
+    judge.update(base_url=base_url, note=f"note {HOSTILE}", sample_size=None, concurrency=2,
+                 max_retries=1, timeout_seconds=30, eligible_sources=[SOURCE])
+    judge["metrics"]["criteria"]["goals"] = [f"goal {HOSTILE}"]
+    judge["metrics"]["relevance"]["n_questions"] = 2
+    profile = folder / "hostile.yaml"
+    profile.write_text(yaml.safe_dump(values, sort_keys=False), "utf-8")
+    return profile
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> Outputs:
+    folder = tmp_path_factory.mktemp("hostile")
+    root = folder / "outputs"
+    candidate_input = write_jsonl(folder / "candidate.jsonl", CANDIDATE)
+    with FaultServer(reply=judge_reply) as server, pytest.MonkeyPatch.context() as patch:
+        # run_pipeline sets HF_HUB_OFFLINE=1 for the offline profile; this undoes it after.
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        profile = hostile_profile(folder, root, server.base_url)
+        baseline = run_pipeline(str(profile))
+        candidate = run_pipeline(str(profile), [f"input_path={candidate_input}"])
+        assert server.chat_calls > 0
+    comparison = run_comparison(str(profile), baseline.run_id, candidate.run_id)
+    return Outputs(root, baseline, candidate, comparison, build_index(root))
+
+
+def pages_written(outputs: Outputs) -> dict[Path, list[str]]:
+    """Every HTML page under the outputs root, with the hostile texts it must show in full."""
+    report_texts = [f"judge {SHOWN}", f"note {SHOWN}", f"1 {SHOWN}", f"question 1 {SHOWN}"]
+    expected: dict[Path, list[str]] = {}
+    for run in (outputs.baseline, outputs.candidate):
+        expected[run.run_dir / "03_judge.html"] = [f"2 {SHOWN}", visible_controls(UNPARSED_REPLY),
+                                                  f"note {SHOWN}"]
+        expected[run.run_dir / "04_report.html"] = report_texts
+        expected[run.run_dir / "04_report.noinput.html"] = report_texts
+        # pandas cuts long cells in its own tables; these pages must still show the ids' start
+        for page in ("01_load.html", "02_score.html"):
+            expected[run.run_dir / page] = [hostile.SCRIPT]
+    expected[Path(outputs.comparison.html)] = [f"only-baseline {SHOWN}", f"only-candidate {SHOWN}",
+                                               f"1 {SHOWN}", f"dataset {SHOWN}"]
+    expected[outputs.index] = [f"dataset {SHOWN}", f"generator {SHOWN}"]
+    return expected
+
+
+def test_the_hostile_text_reaches_the_reports_unaltered(outputs):
+    for run, rows in ((outputs.baseline, BASELINE), (outputs.candidate, CANDIDATE)):
+        report = json.loads(run.report_path.read_text("utf-8"))
+        assert [e["id"] for e in report["examples"]] == [row["id"] for row in rows]
+        assert report["dataset"]["name"] == f"dataset {HOSTILE}"
+        judged = {e["id"]: e["judge"] for e in report["examples"]}
+        statement = judged[BASELINE[0]["id"]]["groundedness"]["statements"][0]
+        assert statement == {"statement": f"judge {HOSTILE}", "verdict": 1, "justification": f"judge {HOSTILE}"}
+        unparsed = judged[BASELINE[1]["id"]]["groundedness"]
+        assert unparsed["score"] is None and unparsed["raw_reply"] == UNPARSED_REPLY
+        assert judged[BASELINE[0]["id"]]["relevance"]["generated_questions"] == [f"judge {HOSTILE}"] * 2
+        assert judged[BASELINE[0]["id"]]["criteria"]["criteria"][0]["rationale"] == f"judge {HOSTILE}"
+
+
+def test_the_comparison_lists_the_hostile_unpaired_ids(outputs):
+    doc = json.loads(outputs.comparison.comparison_path.read_text("utf-8"))
+    assert doc["pairing"]["only_baseline_ids"] == [BASELINE[-1]["id"]]
+    assert doc["pairing"]["only_candidate_ids"] == [CANDIDATE[-1]["id"]]
+    assert doc["pairing"]["question_differs_ids"] == [BASELINE[0]["id"]]
+
+
+def test_every_page_is_written_and_holds_no_raw_control_character(outputs):
+    written = sorted(outputs.root.rglob("*.html"))
+    assert written == sorted(pages_written(outputs)), "a page the test does not open, or a missing page"
+    for page in written:
+        assert not RAW_CONTROL.search(page.read_text("utf-8")), page
+
+
+def test_every_page_opens_without_a_dialog_or_an_element_made_from_a_payload(outputs):
+    with offline_browser() as browser:
+        for page, texts in pages_written(outputs).items():
+            seen = inspect_offline(page, browser)
+            active = seen["active"]
+            assert seen["dialogs"] == [], page
+            assert active["handlers"] == [] and active["javascript_urls"] == [], (page, active)
+            assert active["details"] == [] and active["svgs"] == [], (page, active)
+            assert not [s for s in active["scripts"] if "alert(" in s["text"]], (page, active["scripts"])
+            assert all(image["src"].startswith("data:") for image in seen["images"]), (page, seen["images"])
+            assert seen["non_local_requests"] == [], page
+            for text in texts:
+                assert text in seen["text"], (page, text)
