@@ -634,8 +634,8 @@ def test_the_notes_give_the_reason_of_a_refused_gate():
     doc = compare(make_report({"a": 0.5, "b": 0.5}),
                   make_report({"a": 0.5, "c": 0.5}, tag="cand", weights_sha="f" * 64))
     notes = comparability_notes(doc)
-    assert "<ul><li>only in the baseline: <code>b</code></li><li>only in the candidate: <code>c</code></li></ul>" \
-        in notes
+    assert ("<ul><li>only in the baseline: <code>b</code></li>"
+            "<li>only in the candidate: <code>c</code></li></ul>") in notes
     assert ("<li><strong>Embedding metrics</strong>: embedding metrics shown side by side without deltas: "
             "model pins differ") in notes
     assert runs_frame(doc).loc["judge"].tolist() == ["(not_run)", "(not_run)"]

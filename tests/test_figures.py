@@ -488,7 +488,8 @@ def drawn_text(fig) -> list[str]:
 
 def test_hostile_ids_label_the_figures_as_written(report):
     hostile_report = with_hostile_text(report)
-    labels = " ".join(drawn_text(f1_vs_cosine(hostile_report)) + drawn_text(groundedness_vs_relevance(hostile_report)))
+    labels = " ".join(drawn_text(f1_vs_cosine(hostile_report))
+                      + drawn_text(groundedness_vs_relevance(hostile_report)))
     assert hostile.MATHTEXT in labels and hostile.VISIBLE_CONTROLS in labels
     assert hostile.CONTROLS[0] not in labels
     deltas = pd.DataFrame({"id": HOSTILE_IDS[:3], "metric": ["bertscore_f1"] * 3, "baseline": [0.5] * 3,

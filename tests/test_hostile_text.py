@@ -141,7 +141,8 @@ def test_the_hostile_text_reaches_the_reports_unaltered(outputs):
         assert report["dataset"]["name"] == f"dataset {HOSTILE}"
         judged = {e["id"]: e["judge"] for e in report["examples"]}
         statement = judged[BASELINE[0]["id"]]["groundedness"]["statements"][0]
-        assert statement == {"statement": f"judge {HOSTILE}", "verdict": 1, "justification": f"judge {HOSTILE}"}
+        assert statement == {"statement": f"judge {HOSTILE}", "verdict": 1,
+                             "justification": f"judge {HOSTILE}"}
         unparsed = judged[BASELINE[1]["id"]]["groundedness"]
         assert unparsed["score"] is None and unparsed["raw_reply"] == UNPARSED_REPLY
         assert judged[BASELINE[0]["id"]]["relevance"]["generated_questions"] == [f"judge {HOSTILE}"] * 2

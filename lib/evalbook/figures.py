@@ -472,7 +472,8 @@ def _delta_panel(ax, rows: pd.DataFrame, metric: str) -> None:
         title += f" ({len(rows) - len(present)} without a delta)"
     worst = ordered[worse].head(3)
     if len(worst):
-        title += "\nworst: " + ", ".join(f"{visible_controls(r.id)} {r.delta:+.3f}" for r in worst.itertuples())
+        title += "\nworst: " + ", ".join(f"{visible_controls(r.id)} {r.delta:+.3f}"
+                                         for r in worst.itertuples())
     ax.set_title(title, fontsize="small", loc="left", parse_math=False)  # ids are drawn as written
 
 
