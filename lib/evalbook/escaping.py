@@ -55,7 +55,8 @@ def cell_html(value: Any, precision: int = 3) -> str:
 
 
 def escaped_table(frame: pd.DataFrame, caption: str | None = None, precision: int = 3) -> Styler:
-    """`frame` as a pandas Styler whose cells, row and column labels and caption are cell_html."""
+    """`frame` as a pandas Styler: cells and row and column labels through cell_html, the caption
+    through escape_html. Show user-text tables this way, never as a bare DataFrame."""
     def cell(value: Any) -> str:
         return cell_html(value, precision)
 
