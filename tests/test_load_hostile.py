@@ -452,3 +452,18 @@ def test_01_load_shows_the_warnings_and_load_json_and_the_report_counts_keep_the
               "skipped_incomplete_rows": loaded["skipped_incomplete_rows"],
               "warnings": loaded["warnings"], "n_truncated_bertscore": 0, "n_truncated_sentence": 0}
     jsonschema.validate(counts, report_schema()["properties"]["counts"])
+
+
+def test_a_run_carries_the_load_warnings_into_the_report_and_its_page(tmp_path):
+    examples = four_examples(tmp_path)
+    answers = predictions(tmp_path / "predictions.jsonl", ["ex1", "ex2", "ex3", "EX4"])
+    outputs = tmp_path / "outputs"
+    code = main(["run", "--params", DEFAULT, "-p", f"input_path={examples}", "-p", f"predictions_path={answers}",
+                 "-p", f"outputs_root={outputs}", "-p", "judge.base_url=http://127.0.0.1:1/v1"])
+    assert code == 0
+    [report_path] = outputs.glob("local/eval-runs/*/*/*/*.json")
+    [warning] = json.loads(report_path.read_text())["counts"]["warnings"]
+    assert warning.startswith("1 of the 1 unmatched prediction ids differ from an example id only in case")
+    page = (report_path.with_suffix("") / "04_report.html").read_text()
+    assert "warning: 1 of the 1 unmatched prediction ids" in page
+    assert "(for example 'EX4' vs 'ex4')" in page
