@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,11 @@ from evalbook.report import write_atomically
 INDEX_NAME = "index.html"
 REPORT_NOTEBOOK = "04_report.ipynb"
 RUNNING_OR_CRASHED = "running or crashed"
+RUNNING = "running"
+CRASHED = "crashed"
+RUNNING_MARKER = "RUNNING"
+# within this many seconds, a live process's start time is the one its marker recorded
+START_TIME_TOLERANCE_SECONDS = 0.05
 UNREADABLE = "unreadable"
 MISSING = "\u2014"
 _RUN_GLOB = "*/eval-runs/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]/*/"
@@ -57,6 +63,55 @@ def _utc(text: Any) -> datetime | None:
     except ValueError:
         return None
     return moment.astimezone(timezone.utc) if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def running_marker(started: datetime) -> bytes:
+    """The content of a run's RUNNING marker: the runner's pid, host and process start time, so
+    that a later reader can tell a live run from one whose runner is gone."""
+    import psutil
+
+    runner = psutil.Process()
+    return json.dumps({"pid": runner.pid, "host": socket.gethostname(),
+                       "process_started": runner.create_time(),
+                       "started_at": started.isoformat()}, indent=2).encode("utf-8")
+
+
+def _runner_alive(marker: dict[str, Any]) -> bool:
+    """True when the marker's pid is a live process that started when the marker says; a pid
+    reused by a later process does not count."""
+    import psutil
+
+    try:
+        started = psutil.Process(int(marker["pid"])).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+    return abs(started - float(marker["process_started"])) <= START_TIME_TOLERANCE_SECONDS
+
+
+def marker_state(run_dir: Path) -> tuple[str, str | None]:
+    """(status, reason) of a run folder without run.json, from its RUNNING marker.
+
+    "running" while the runner lives; "crashed" when the folder has no marker or the marker's
+    process is gone on this host (a SIGKILL, a power cut); "running or crashed" when that
+    cannot be told: a marker from another host, or from before markers named their runner.
+    """
+    marker = run_dir / RUNNING_MARKER
+    if not marker.is_file():
+        return CRASHED, "the run folder has neither run.json nor a RUNNING marker"
+    record, _ = _read_json(marker, RUNNING_MARKER)
+    if record is None or not {"pid", "host", "process_started"} <= record.keys():
+        return RUNNING_OR_CRASHED, None
+    if record["host"] != socket.gethostname():
+        return RUNNING_OR_CRASHED, f"its runner, pid {record['pid']}, runs on host {record['host']}"
+    if _runner_alive(record):
+        return RUNNING, None
+    return CRASHED, (f"its runner, pid {record['pid']} on {record['host']}, is gone without "
+                     f"finishing{_last_stage(run_dir)}")
+
+
+def _last_stage(run_dir: Path) -> str:
+    started = sorted(path.stem for path in run_dir.glob("0[0-9]_*.ipynb"))
+    return f"; the last stage it started was {started[-1]}" if started else ""
 
 
 def _started_without_summary(run_dir: Path) -> datetime:
@@ -135,12 +190,14 @@ def _run_row(run_dir: Path) -> dict[str, Any]:
             row.update(status=UNREADABLE, reason="run.json: no status")
         else:
             row["status"] = str(summary["status"])
-        if row["status"] == "failed":
+        if row["status"] in ("failed", "interrupted"):
             row["reason"] = _failure_reason(run_dir, summary)
         elif row["status"] == "succeeded" and not report_path.is_file():
             row["reason"] = f"the report {report_path.name} is missing"
     elif problem is not None:
         row.update(status=UNREADABLE, reason=problem)
+    else:
+        row["status"], row["reason"] = marker_state(run_dir)
     if row["started_at"] is None:
         row["started_at"] = _started_without_summary(run_dir)
     if report_path.is_file():
@@ -158,8 +215,9 @@ def collect_runs(outputs_root: Path) -> list[dict[str, Any]]:
 
     Each row holds run_id, env, run_dir, started_at (an aware UTC datetime; for a folder without
     run.json, the time its RUNNING marker was made, else the folder's mtime), status (run.json's
-    "succeeded"/"failed", "running or crashed" without run.json, "unreadable" when run.json or
-    the report is not valid JSON), reason (the failure or parse error, else None), report (the
+    "succeeded"/"failed"/"interrupted"; without run.json, "running", "crashed" or "running or
+    crashed" from the RUNNING marker (marker_state); "unreadable" when run.json or the report is
+    not valid JSON), reason (the failure or parse error, else None), report (the
     report JSON's path when it exists and parses, else None), dataset, models, judge_label, k,
     metrics (headline means; judge metrics as "judge:<name>") and links (label -> existing file).
     """
@@ -276,8 +334,8 @@ td.when { white-space: nowrap; font-variant-numeric: tabular-nums; }
 .status { font-weight: 600; white-space: nowrap; }
 td.state { min-width: 14rem; }
 .status.succeeded { color: var(--ok); }
-.status.failed, .status.unreadable { color: var(--bad); }
-.status.running-or-crashed { color: var(--warn); }
+.status.failed, .status.unreadable, .status.interrupted, .status.crashed { color: var(--bad); }
+.status.running-or-crashed, .status.running { color: var(--warn); }
 td.links a { display: inline-block; margin-right: .6rem; white-space: nowrap; }
 h2 { font-size: 1.2rem; margin: 2rem 0 .25rem; }
 .ci { color: var(--muted); font-size: .85em; }

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import ctypes
 import ipaddress
 import json
 import os
@@ -46,7 +47,7 @@ from dataclasses import dataclass, field
 from importlib import import_module, metadata
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import IO, Self
+from typing import IO, Callable, Self
 from urllib.parse import urlsplit
 
 __all__ = ["GGUF_PACKAGE", "PORTABLE_CMAKE_ARGS", "LocalServer", "gguf_path", "is_loopback", "is_serving", "main"]
@@ -157,6 +158,27 @@ def is_serving(base_url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A `preexec_fn` that has Linux send SIGTERM to the child when its parent dies.
+
+    So a server outlives no runner, not even one killed with SIGKILL, which runs no clean-up.
+    The signal follows the thread that started the child: start the server from a thread that
+    lives as long as it should (the main thread, as the runner does).
+    """
+
+    def arm() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            os._exit(127)
+        if os.getppid() != parent_pid:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return arm
+
+
 def _port_in_use(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=1.0):
@@ -238,8 +260,12 @@ class LocalServer:
             self._log_file = log_path.open("wb")
         output: IO[bytes] | int = self._log_file if self._log_file is not None else subprocess.DEVNULL
         try:
+            # Its own session: a Ctrl-C in the terminal reaches the runner, which stops the server
+            # in order, rather than killing the server under a running stage.
+            die_with_parent = _die_with_parent(os.getpid()) if sys.platform == "linux" else None
             self._process = subprocess.Popen(
-                self.command(model_path), stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
+                self.command(model_path), stdin=subprocess.DEVNULL, stdout=output,
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent,
             )
         except OSError:
             self.stop()  # closes the log file opened above
