@@ -11,6 +11,7 @@ import papermill
 import pytest
 import yaml
 
+from evalbook.params import ParamsError
 from evalbook.report import validate_report
 from evalbook.runner import RunFailed, run_pipeline
 
@@ -117,9 +118,75 @@ def test_failed_stage_names_its_notebook_and_leaves_earlier_runs_alone(tiny_run,
 
 def test_a_run_id_cannot_be_reused(tiny_run):
     result, outputs = tiny_run
-    with pytest.raises(RunFailed, match="write-once"):
+    with pytest.raises(ParamsError, match="write-once"):
         run_pipeline(DEFAULT, [f"outputs_root={outputs}", f"run_id={RUN_ID}"])
     assert json.loads(result.report_path.read_text())["run_id"] == RUN_ID
+
+
+def cli_run(*overrides: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "evalbook", "run", "--params", DEFAULT]
+    for override in overrides:
+        command += ["-p", override]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False, timeout=300)
+
+
+@pytest.mark.parametrize("where", ["an earlier day", "another env"])
+def test_a_run_id_used_on_an_earlier_day_or_in_another_env_is_refused(tmp_path, where):
+    outputs = tmp_path / "outputs"
+    env = "local" if where == "an earlier day" else "staging"
+    earlier = outputs / env / "eval-runs" / "2025" / "01" / "02" / RUN_ID
+    earlier.mkdir(parents=True)
+    before = sorted(outputs.rglob("*"))
+    completed = cli_run(f"outputs_root={outputs}", f"run_id={RUN_ID}")
+    assert completed.returncode == 2, completed.stderr[-3000:]
+    assert f"run {RUN_ID} already exists at {earlier}" in completed.stderr
+    assert "write-once across every date and env" in completed.stderr
+    assert sorted(outputs.rglob("*")) == before
+
+
+def test_a_report_alone_from_an_earlier_day_also_holds_its_run_id(tmp_path):
+    outputs = tmp_path / "outputs"
+    day = outputs / "local" / "eval-runs" / "2025" / "01" / "02"
+    day.mkdir(parents=True)
+    (day / f"{RUN_ID}.json").write_text("{}")
+    with pytest.raises(ParamsError, match="already exists"):
+        run_pipeline(DEFAULT, [f"outputs_root={outputs}", f"run_id={RUN_ID}"])
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("env=..", "env: '..' does not match"),
+    ("env=.", "env: '.' does not match"),
+    ("run_id=../x", "run_id: '../x' does not match"),
+    ("models.bertscore.num_layers=99", "models.bertscore.num_layers is 99"),
+    ("input_path=", "-p input_path= is empty"),
+])
+def test_unusable_values_exit_2_before_anything_is_written(tmp_path, override, expected):
+    outputs = tmp_path / "outputs"
+    completed = cli_run(f"outputs_root={outputs}", override)
+    assert completed.returncode == 2, completed.stderr[-3000:]
+    assert expected in completed.stderr and "Traceback" not in completed.stderr
+    assert not outputs.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("problem", ["a file", "under a file", "unwritable"])
+def test_an_unusable_outputs_root_exits_2_naming_the_key_and_the_folder(tmp_path, problem):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    # /proc/1 is a folder that nobody, root included, may create files in
+    outputs = {"a file": blocker, "under a file": blocker / "outputs", "unwritable": Path("/proc/1")}[problem]
+    completed = cli_run(f"outputs_root={outputs}")
+    assert completed.returncode == 2, completed.stderr[-3000:]
+    assert f"outputs_root {outputs}" in completed.stderr and "Traceback" not in completed.stderr
+    assert {"a file": "is a file, not a folder", "under a file": "cannot be created",
+            "unwritable": "is not writable"}[problem] in completed.stderr
+    assert sorted(tmp_path.iterdir()) == [blocker] and blocker.read_text() == "not a folder\n"
+
+
+def test_a_missing_outputs_root_is_created(tmp_path):
+    from evalbook.runner import ensure_outputs_root
+
+    ensure_outputs_root(tmp_path / "new" / "outputs", "outputs_root", Path(DEFAULT))
+    assert (tmp_path / "new" / "outputs").is_dir() and list((tmp_path / "new" / "outputs").iterdir()) == []
 
 
 def test_report_notebook_runs_alone_with_its_defaults(tmp_path):
@@ -180,8 +247,6 @@ def test_only_profiles_that_read_nothing_from_the_hub_run_offline():
 
 
 def test_rescaling_with_a_missing_baseline_file_stops_before_the_run(tmp_path):
-    from evalbook.params import ParamsError
-
     with pytest.raises(ParamsError, match="does not exist"):
         run_pipeline(DEFAULT, ["models.bertscore.rescale_with_baseline=true",
                                f"models.bertscore.baseline_path={tmp_path / 'none.tsv'}",

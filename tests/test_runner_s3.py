@@ -182,41 +182,148 @@ def test_a_cli_run_is_published_to_s3_byte_for_byte_with_the_report_last(publish
     assert read_bytes(published.last_line) == report.read_bytes()
     validate_report(json.loads(read_bytes(published.last_line)))
 
-    # one PUT per object, nothing but PUTs (no listing, reading or bucket creation), report last
-    sent = published.requests
+    # before anything is written, one listing of the root looks for the run id; then one PUT
+    # per object and nothing else (no reading, no bucket creation), the report last
+    listing, *sent = published.requests
+    assert listing.method == "GET" and listing.status == 200, listing
+    assert listing.path.startswith(f"/{bucket}") and "list-type=2" in listing.path, listing
     assert all((request.method, request.status) == ("PUT", 200) for request in sent), sent
     assert sorted(request.path for request in sent) == sorted(f"/{bucket}/{key}" for key in expected_keys)
     assert sent[-1].path == f"/{bucket}/{PREFIX}/local/eval-runs/{found['day']}/{run_id}.json"
     assert f"published {len(expected_keys)} objects" in published.completed.stdout
 
 
-def test_a_missing_bucket_fails_the_command_and_keeps_the_run_locally(
-        server, admin, aws_environment, tmp_path):
+def assert_nothing_written(run: CliRun) -> None:
+    """No local folder, and the server saw no request that writes (the test's own calls to
+    moto's control API aside)."""
+    assert not run.local_root.exists(), sorted(run.local_root.rglob("*"))
+    sent = [request for request in run.requests if not request.path.startswith("/moto-api/")]
+    assert [request for request in sent if request.method != "GET"] == [], sent
+
+
+def test_a_missing_bucket_exits_2_before_anything_is_written(server, admin, aws_environment, tmp_path):
     missing = f"evalbook-missing-{uuid.uuid4().hex[:10]}"
+    run = run_to_s3(server, admin, missing, aws_environment, tmp_path / "local-outputs",
+                    f"s3://{missing}/{PREFIX}")
+
+    assert run.completed.returncode == 2, failure(run)
+    stderr = run.completed.stderr
+    assert f"the bucket {missing!r} does not exist" in stderr and "outputs_root" in stderr, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert_nothing_written(run)
+    assert missing not in [entry["Name"] for entry in admin.list_buckets()["Buckets"]]
+
+
+def test_no_credentials_exit_2_before_anything_is_written(server, admin, bucket, aws_environment,
+                                                          tmp_path):
+    environment = {name: value for name, value in aws_environment.items()
+                   if name not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    run = run_to_s3(server, admin, bucket, environment, tmp_path / "local-outputs",
+                    f"s3://{bucket}/{PREFIX}")
+
+    assert run.completed.returncode == 2, failure(run)
+    assert "no AWS credentials found" in run.completed.stderr, failure(run)
+    assert run.requests == []
+    assert_nothing_written(run)
+
+
+@pytest.mark.parametrize("where", ["local/eval-runs/2025/01/02/{run_id}.json",
+                                   "staging/eval-runs/2024/12/31/{run_id}/run.json"])
+def test_a_run_id_already_on_s3_on_another_day_exits_2(server, admin, bucket, aws_environment,
+                                                       tmp_path, where):
+    run_id = str(uuid.uuid4())
+    earlier = f"{PREFIX}/{where.format(run_id=run_id)}"
+    admin.put_object(Bucket=bucket, Key=earlier, Body=b"{}")
+    run = run_to_s3(server, admin, bucket, aws_environment, tmp_path / "local-outputs",
+                    f"s3://{bucket}/{PREFIX}", f"run_id={run_id}")
+
+    assert run.completed.returncode == 2, failure(run)
+    location = earlier.removesuffix("/run.json").removesuffix(".json")
+    assert f"run {run_id} already exists at s3://{bucket}/{location}" in run.completed.stderr
+    assert_nothing_written(run)
+    assert [key for key in run.keys if run_id in key] == [earlier]
+
+
+@pytest.fixture
+def iam_user(server, bucket, aws_environment):
+    """The command's environment with the keys of a new IAM user allowed only `actions`."""
+
+    def make(*statements: tuple[str, str]) -> dict[str, str]:
+        iam = boto3.client("iam", endpoint_url=server.url, region_name=REGION,
+                           aws_access_key_id="admin", aws_secret_access_key="admin")
+        user = f"runner-{uuid.uuid4().hex[:8]}"
+        iam.create_user(UserName=user)
+        policy = {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": action, "Resource": resource} for action, resource in statements]}
+        iam.put_user_policy(UserName=user, PolicyName="only", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName=user)["AccessKey"]
+        return {**aws_environment, "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+                "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+
+    yield make
+    server.enforce_iam(False)
+
+
+def run_as(server, admin, bucket, environment, local_root, *overrides) -> CliRun:
+    server.enforce_iam(True)
+    try:
+        mark = len(server.requests())
+        command = ["run", "--params", DEFAULT, "-p", "limit=3", "-p", f"outputs_root=s3://{bucket}/{PREFIX}",
+                   "-p", f"local_outputs_root={local_root}", "-p", "judge.base_url=http://127.0.0.1:1/v1"]
+        for override in overrides:
+            command += ["-p", override]
+        completed = subprocess.run([sys.executable, "-m", "evalbook", *command], capture_output=True,
+                                   text=True, cwd=ROOT, env=environment, check=False, timeout=900)
+    finally:
+        server.enforce_iam(False)
+    return CliRun(completed, local_root, server.requests_since(mark), list_keys(admin, bucket), {utc_day()})
+
+
+def test_a_writer_allowed_only_put_object_refuses_a_given_run_id_it_cannot_check(
+        server, admin, bucket, iam_user, tmp_path):
+    environment = iam_user(("s3:PutObject", f"arn:aws:s3:::{bucket}/{PREFIX}/*"))
+    run_id = str(uuid.uuid4())
+    run = run_as(server, admin, bucket, environment, tmp_path / "local-outputs", f"run_id={run_id}")
+
+    assert run.completed.returncode == 2, failure(run)
+    stderr = run.completed.stderr
+    assert f"whether run {run_id} already exists" in stderr and "s3:ListBucket" in stderr, stderr[-3000:]
+    assert f"arn:aws:s3:::{bucket}" in stderr and "run_id was given" in stderr
+    assert_nothing_written(run)
+
+
+def test_a_writer_allowed_only_put_object_publishes_a_fresh_run_and_says_what_it_could_not_check(
+        server, admin, bucket, iam_user, tmp_path):
+    environment = iam_user(("s3:PutObject", f"arn:aws:s3:::{bucket}/{PREFIX}/*"))
+    run = run_as(server, admin, bucket, environment, tmp_path / "local-outputs")
+
+    assert run.completed.returncode == 0, failure(run)
+    assert "could not be checked" in run.completed.stderr and "fresh uuid4" in run.completed.stderr
+    assert run.last_line.startswith(f"s3://{bucket}/{PREFIX}/") and run.last_line.endswith(".json")
+    assert run.last_line.removeprefix(f"s3://{bucket}/") in run.keys
+
+
+def test_a_refused_upload_fails_the_command_and_keeps_the_run_locally(
+        server, admin, bucket, iam_user, tmp_path):
+    environment = iam_user(("s3:ListBucket", f"arn:aws:s3:::{bucket}"))
     local_root = tmp_path / "local-outputs"
-    run = run_to_s3(server, admin, missing, aws_environment, local_root, f"s3://{missing}/{PREFIX}")
+    run = run_as(server, admin, bucket, environment, local_root)
 
     assert run.completed.returncode == 1, failure(run)
     (report,) = local_root.glob("local/eval-runs/*/*/*/*.json")
     run_dir = report.with_suffix("")
     stderr = run.completed.stderr
-    assert f"bucket {missing!r}" in stderr and "does not exist" in stderr, stderr[-3000:]
-    assert f"the run is complete locally and kept at {run_dir}" in stderr, stderr[-3000:]
-    assert str(report) in stderr
-    assert f"s3://{missing}" not in run.completed.stdout
-
+    assert "access denied" in stderr and "s3:PutObject" in stderr, stderr[-3000:]
+    assert f"the run is complete locally and kept at {run_dir}" in stderr and str(report) in stderr
     summary = json.loads((run_dir / "run.json").read_text())
     assert summary["status"] == "succeeded" and summary["report"] == str(report)
     assert not (run_dir / "RUNNING").exists() and not (run_dir / "FAILED").exists()
-    names = {path.name for path in run_dir.iterdir()}
-    for stage in ("01_load", "02_score", "03_judge", "04_report"):
-        assert {f"{stage}.ipynb", f"{stage}.html"} <= names
     validate_report(json.loads(report.read_text()))
-
-    # the first refused PUT stopped the publish; the bucket was neither created nor listed
+    # the first refused PUT stopped the publish
+    puts = [request for request in run.requests if request.method == "PUT"]
     first_key = sorted(files_under(run_dir))[0].relative_to(local_root).as_posix()
-    assert run.requests == [Request("PUT", f"/{missing}/{PREFIX}/{first_key}", 404)]
-    assert missing not in [entry["Name"] for entry in admin.list_buckets()["Buckets"]]
+    assert puts == [Request("PUT", f"/{bucket}/{PREFIX}/{first_key}", 403)]
+    assert [key for key in run.keys if run_dir.name in key] == []
 
 
 def test_credentials_are_never_written_to_a_run_or_an_uploaded_object(published, bucket, admin):

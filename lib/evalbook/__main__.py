@@ -7,17 +7,21 @@
 - `diff <run id> <run id>`: the params diff and the nbdime diff of the executed notebooks.
 
 Exit codes: 0 on success, 1 when a stage or an upload fails, 2 when the profile, an override, a
-model or a named run is unusable. A comparison never fails on what it finds: it is a report.
+model, the outputs root or a named run is unusable (found before anything is written), 130 when
+SIGINT (Ctrl-C) and 143 when SIGTERM stopped the command (128 + the signal, as a shell reports a
+process the signal ended); an interrupted run is marked "interrupted" in its run.json. A
+comparison never fails on what it finds: it is a report.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from evalbook.models import ModelUnavailableError
 from evalbook.params import ParamsError, load_profile, local_outputs_root
-from evalbook.runner import PublishFailed, RunFailed, run_comparison, run_pipeline
+from evalbook.runner import PublishFailed, RunFailed, RunInterrupted, run_comparison, run_pipeline
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -97,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as error:
         print(f"evalbook: {args.command} failed\n{error}", file=sys.stderr)
         return 1
+    except RunInterrupted as interrupted:
+        print(f"evalbook: {interrupted}", file=sys.stderr)
+        return interrupted.exit_code
+    except KeyboardInterrupt:
+        print(f"evalbook: {args.command} interrupted by SIGINT", file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":

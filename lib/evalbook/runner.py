@@ -5,7 +5,14 @@ Layout of a run (`<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/`):
 - `<run_id>/`: `params.yaml` (the resolved profile), `provenance.json`, the canonical and scored
   tables, each executed notebook and its self-contained HTML (the report also without code),
   `figures/`, and at the end `run.json`. A failed run leaves `FAILED` (with the error) beside
-  `run.json`; a run in progress has `RUNNING`.
+  `run.json`; a run in progress has `RUNNING`, which names its runner's pid, host and process
+  start time, so that the index can tell a live run from a crashed one (evalbook.index).
+
+Everything that can be checked is checked before the run folder is written (`plan_run`). Run ids
+are write-once across every date and env. SIGINT and SIGTERM stop a run in order: the stage's
+kernel and the judge server are stopped, `run.json` says "interrupted" and names the stage, and
+RUNNING is removed. A SIGKILLed runner takes its judge server with it (a parent-death signal) and
+its kernel exits on its own (ipykernel polls for its parent).
 
 A run always executes in the local outputs root. After it, `<local root>/index.html` is rebuilt,
 and when `outputs_root` is `s3://bucket/prefix` the run folder and then the report are published
@@ -16,8 +23,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import tempfile
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,9 +38,11 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from evalbook.index import RUNNING_MARKER, running_marker
 from evalbook.models import resolve_profile_models
 from evalbook.params import (
     ParamsError,
+    Profile,
     is_remote,
     load_profile,
     local_outputs_root,
@@ -51,6 +65,71 @@ class PublishFailed(RunFailed):
     """The run finished locally but its upload to the remote outputs root was refused."""
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped the run; the message says where, and what was kept.
+
+    A KeyboardInterrupt, so that code catching Exception (papermill, nbclient, asyncio) lets it
+    through, as it would Ctrl-C.
+    """
+
+    def __init__(self, signum: int, message: str = ""):
+        self.signum = signum
+        super().__init__(message or f"interrupted by {self.signal_name}")
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number, the shell's code for a process ended by that signal."""
+        return 128 + self.signum
+
+
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def interrupts_raised() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise RunInterrupted (in the main thread only, where
+    Python runs signal handlers). The first also ignores any further ones, so that the orderly
+    stop that follows it is not itself cut short; SIGKILL remains for a hung stop."""
+    if not _in_main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        for each in INTERRUPTS:
+            signal.signal(each, signal.SIG_IGN)
+        raise RunInterrupted(signum)
+
+    previous = {each: signal.getsignal(each) for each in INTERRUPTS}
+    for each in INTERRUPTS:
+        signal.signal(each, interrupt)
+    try:
+        yield
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends, so a run's closing records are written whole."""
+    if not _in_main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 @dataclass
 class RunResult:
     run_id: str
@@ -60,6 +139,8 @@ class RunResult:
     # where the report lives for readers: the local path, or its s3:// URL once published
     report_location: str = ""
     published: list[str] = field(default_factory=list)
+    # the step running now: "judge server start" or a stage, named in run.json if interrupted
+    current_stage: str | None = None
 
 
 def run_folder(outputs_root: Path, env: str, run_id: str, started: datetime) -> Path:
@@ -119,6 +200,7 @@ def _run_stages(parameters: dict[str, Any], run_dir: Path, result: RunResult, lo
     for stage in STAGES:
         if not (NOTEBOOKS / f"{stage}.ipynb").exists():
             return f"stage {stage}: notebook {NOTEBOOKS / (stage + '.ipynb')} is missing"
+        result.current_stage = stage
         record = _execute(stage, parameters, run_dir, log)
         result.stages.append(record)
         if record["status"] == "failed":
@@ -143,18 +225,76 @@ def start_judge_server(profile, run_dir: Path, log: TextIO):
     server = LocalServer(host=address.hostname or "127.0.0.1", port=address.port or 80,
                          model_alias=judge["model"])
     print(f"[evalbook] starting the local judge server at {server.base_url}", file=log, flush=True)
-    server.start(log_path=run_dir / "judge-server.log")
     try:
+        server.start(log_path=run_dir / "judge-server.log")
         server.wait_ready(timeout=300)
-    except RuntimeError:
-        server.stop()
+    except BaseException:
+        server.stop()  # also when a signal interrupts the start: never leave the server behind
         raise
     return server
 
 
-def run_pipeline(params_path: str, overrides: list[str] | None = None,
-                 log: TextIO = sys.stderr) -> RunResult:
-    """Validate the profile and its models, then run every stage; raise RunFailed on a failure."""
+@dataclass(frozen=True)
+class PlannedRun:
+    """A run whose profile, models, outputs root and run id passed every check; nothing written."""
+
+    profile: Profile
+    overrides: dict[str, Any]
+    values: dict[str, Any]
+    run_id: str
+    started: datetime
+    local_root: Path
+    run_dir: Path
+    report_path: Path
+
+
+def ensure_outputs_root(root: Path, key: str, origin: Path) -> None:
+    """Create the local outputs root when it is missing, and check that runs can be written in it.
+
+    ParamsError names the key and the folder when it is a file, cannot be created or is not
+    writable. Writability is tried with an unnamed temporary file: permissions alone do not tell
+    (a read-only mount, or root, for whom every mode bit allows).
+    """
+    if root.exists() and not root.is_dir():
+        raise ParamsError(f"{origin}: {key} {root} is a file, not a folder; give {key} a folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ParamsError(f"{origin}: {key} {root} does not exist and cannot be created "
+                          f"({error.strerror or error}); give {key} a folder you can write") from error
+    try:
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as error:
+        raise ParamsError(f"{origin}: {key} {root} is not writable ({error.strerror or error}); "
+                          f"give {key} a folder you can write") from error
+
+
+def existing_run(local_root: Path, run_id: str) -> Path | None:
+    """A run folder or report named `run_id` under `local_root`, on any date and in any env."""
+    day = "*/eval-runs/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]"
+    return next(iter(sorted([*local_root.glob(f"{day}/{run_id}"),
+                             *local_root.glob(f"{day}/{run_id}.json")])), None)
+
+
+def _check_remote_root(profile: Profile, run_id: str, log: TextIO) -> None:
+    """Refuse, before anything is written, an S3 root that cannot be used or already holds the run."""
+    from evalbook.storage import StorageError, check_remote_root
+
+    root = profile["outputs_root"]
+    try:
+        note = check_remote_root(root, run_id, run_id_given=profile["run_id"] is not None)
+    except StorageError as error:
+        raise ParamsError(f"{profile.source_path}: outputs_root {root}: {error}") from error
+    if note:
+        print(f"[evalbook] note: {note}", file=log, flush=True)
+
+
+def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> PlannedRun:
+    """Every check a run needs before its folder is written; ParamsError (exit 2) on the first
+    that fails: the profile and overrides, the models and the BERTScore layer, the rescaling
+    baseline, the S3 root (credentials, bucket, the run id), the local outputs root, and that
+    the run id is new on every date and in every env."""
     parsed = dict(parse_override(text) for text in overrides or [])
     profile = load_profile(params_path, parsed, override_root=Path.cwd())
     resolve_profile_models(profile)
@@ -168,50 +308,117 @@ def run_pipeline(params_path: str, overrides: list[str] | None = None,
         os.environ["HF_HUB_OFFLINE"] = "1"
 
     run_id = profile["run_id"] or str(uuid.uuid4())
-    started = datetime.now(timezone.utc)
+    remote = is_remote(profile["outputs_root"])
+    if remote:
+        _check_remote_root(profile, run_id, log)
     local_root = local_outputs_root(profile)
+    ensure_outputs_root(local_root, "local_outputs_root" if remote else "outputs_root", profile.source_path)
+    found = existing_run(local_root, run_id)
+    if found is not None:
+        raise ParamsError(f"run {run_id} already exists at {found}; run ids are write-once across "
+                          "every date and env")
+    started = datetime.now(timezone.utc)
     run_dir = run_folder(local_root, profile["env"], run_id, started)
-    report_path = run_dir.parent / f"{run_id}.json"
-    if run_dir.exists() or report_path.exists():
-        raise RunFailed(f"run {run_id} already exists at {run_dir}; run folders are write-once")
-    run_dir.mkdir(parents=True)
-    (run_dir / "RUNNING").touch()
+    return PlannedRun(profile, parsed, values, run_id, started, local_root, run_dir,
+                      run_dir.parent / f"{run_id}.json")
 
-    values["run_id"] = run_id
-    write_new(run_dir / "params.yaml", yaml.safe_dump(values, sort_keys=False).encode("utf-8"))
-    provenance = run_provenance(profile, parsed)
-    write_new(run_dir / PROVENANCE, json.dumps(provenance, indent=2).encode("utf-8"))
 
-    result = RunResult(run_id, run_dir, report_path, report_location=str(report_path))
-    parameters = {"params_path": str(run_dir / "params.yaml"), "run_dir": str(run_dir), "run_id": run_id}
-    try:
-        server = start_judge_server(profile, run_dir, log)
-    except RuntimeError as error:
-        server, failure = None, f"the local judge server did not start: {error}"
-    else:
+def run_pipeline(params_path: str, overrides: list[str] | None = None,
+                 log: TextIO = sys.stderr) -> RunResult:
+    """Validate the profile and its models, then run every stage; raise RunFailed on a failure.
+
+    SIGINT and SIGTERM stop the run in order (RunInterrupted): see `_record_interrupted`.
+    """
+    with interrupts_raised():
         try:
-            failure = _run_stages(parameters, run_dir, result, log)
-        finally:
-            if server is not None:
-                server.stop()
+            plan = plan_run(params_path, overrides, log)
+        except RunInterrupted as interrupted:
+            raise RunInterrupted(interrupted.signum, f"interrupted by {interrupted.signal_name} "
+                                 "before the run folder was created") from None
+        return _execute_plan(plan, log)
 
+
+def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
+    with signals_held():
+        try:
+            plan.run_dir.mkdir(parents=True)
+        except FileExistsError:
+            raise ParamsError(f"run {plan.run_id} already exists at {plan.run_dir}; run folders are "
+                              "write-once") from None
+        write_new(plan.run_dir / RUNNING_MARKER, running_marker(plan.started))
+    result = RunResult(plan.run_id, plan.run_dir, plan.report_path, report_location=str(plan.report_path))
+    provenance: dict[str, Any] = {}
+    try:
+        values = {**plan.values, "run_id": plan.run_id}
+        write_new(plan.run_dir / "params.yaml", yaml.safe_dump(values, sort_keys=False).encode("utf-8"))
+        provenance = run_provenance(plan.profile, plan.overrides)
+        write_new(plan.run_dir / PROVENANCE, json.dumps(provenance, indent=2).encode("utf-8"))
+        failure = _run_with_judge_server(plan, result, log)
+    except RunInterrupted as interrupted:
+        raise _record_interrupted(plan, result, provenance, interrupted, log) from None
     status = "failed" if failure else "succeeded"
-    if failure is None and not report_path.exists():
-        status, failure = "failed", f"every stage ran but no report was written at {report_path}"
-    summary = {"run_id": run_id, "status": status, "started_at": started.isoformat(),
-               "finished_at": datetime.now(timezone.utc).isoformat(),
-               "report": str(report_path) if status == "succeeded" else None,
-               "stages": result.stages, **provenance}
-    write_new(run_dir / "run.json", json.dumps(summary, indent=2).encode("utf-8"))
-    if failure:
-        write_new(run_dir / "FAILED", (failure + "\n").encode("utf-8"))
-    (run_dir / "RUNNING").unlink()
-    rebuild_index(local_root, log)
-    if is_remote(profile["outputs_root"]):
-        publish(result, local_root, profile["outputs_root"], log)
+    if failure is None and not plan.report_path.exists():
+        status, failure = "failed", f"every stage ran but no report was written at {plan.report_path}"
+    try:
+        with signals_held():
+            _close_run(plan, result, provenance, status, failure)
+            rebuild_index(plan.local_root, log)
+        if is_remote(plan.profile["outputs_root"]):
+            publish(result, plan.local_root, plan.profile["outputs_root"], log)
+    except RunInterrupted as interrupted:
+        unpublished = (f"; its upload to {plan.profile['outputs_root']} was cut short before the "
+                       "report, so it is not published" if is_remote(plan.profile["outputs_root"]) else "")
+        raise RunInterrupted(interrupted.signum, f"run {plan.run_id} had finished ({status}) at "
+                             f"{plan.run_dir} when {interrupted.signal_name} arrived{unpublished}") from None
     if failure:
         raise RunFailed(failure)
     return result
+
+
+def _run_with_judge_server(plan: PlannedRun, result: RunResult, log: TextIO) -> str | None:
+    """Start the judge server when the profile asks for one, run the stages, stop the server."""
+    parameters = {"params_path": str(plan.run_dir / "params.yaml"), "run_dir": str(plan.run_dir),
+                  "run_id": plan.run_id}
+    result.current_stage = "judge server start"
+    try:
+        server = start_judge_server(plan.profile, plan.run_dir, log)
+    except RuntimeError as error:
+        return f"the local judge server did not start: {error}"
+    try:
+        return _run_stages(parameters, plan.run_dir, result, log)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _close_run(plan: PlannedRun, result: RunResult, provenance: dict[str, Any], status: str,
+               failure: str | None, **fields: Any) -> None:
+    """Write run.json (and FAILED with the failure), then remove RUNNING."""
+    summary = {"run_id": plan.run_id, "status": status, **fields, "started_at": plan.started.isoformat(),
+               "finished_at": datetime.now(timezone.utc).isoformat(),
+               "report": str(plan.report_path) if status == "succeeded" else None,
+               "stages": result.stages, **provenance}
+    write_new(plan.run_dir / "run.json", json.dumps(summary, indent=2).encode("utf-8"))
+    if failure:
+        write_new(plan.run_dir / "FAILED", (failure + "\n").encode("utf-8"))
+    (plan.run_dir / RUNNING_MARKER).unlink()
+
+
+def _record_interrupted(plan: PlannedRun, result: RunResult, provenance: dict[str, Any],
+                        interrupted: RunInterrupted, log: TextIO) -> RunInterrupted:
+    """Mark the run interrupted (run.json, FAILED, no RUNNING, the index rebuilt); the
+    RunInterrupted to raise, saying where it stopped.
+
+    By now the stage's kernel has been shut down (nbclient's clean-up runs as the exception
+    passes) and the judge server stopped; further signals are ignored until this is done.
+    """
+    name = interrupted.signal_name
+    stage = result.current_stage or "setup"
+    reason = f"interrupted by {name} during {stage}"
+    _close_run(plan, result, provenance, "interrupted", reason, stage=stage, signal=name)
+    rebuild_index(plan.local_root, log)
+    return RunInterrupted(interrupted.signum, f"run {plan.run_id} {reason}; marked interrupted in "
+                          f"{plan.run_dir}")
 
 
 def rebuild_index(local_root: Path, log: TextIO) -> None:

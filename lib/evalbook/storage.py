@@ -34,13 +34,15 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import botocore.exceptions
+import botocore.session
 import s3fs
+
+from evalbook.index import RUNNING_MARKER
 
 SINGLE_PUT_LIMIT = 5 * 2**30  # the largest body S3 takes in one PutObject
 S3_SCHEMES = ("s3", "s3a")
 # write_atomically's in-flight files: `.<name>.<random>.tmp`
 TEMPORARY_FILE = re.compile(r"^\..+\.tmp$")
-RUNNING_MARKER = "RUNNING"
 
 logger = logging.getLogger(__name__)
 
@@ -245,6 +247,94 @@ def publish_run(run_dir: Path, report_path: Path | None, local_root: Path,
         uploaded.append(url)
         logger.info("published %s", url)
     return uploaded
+
+
+def _root_location(remote_root: str) -> tuple[str, str]:
+    """The bucket and key prefix (empty, or ending in `/`) of `s3://bucket[/prefix]`."""
+    address = urlsplit(remote_root)
+    if address.scheme.lower() not in S3_SCHEMES or not address.netloc:
+        raise StorageError(f"{remote_root}: a remote outputs root is s3://bucket/prefix")
+    prefix = address.path.strip("/")
+    return address.netloc, f"{prefix}/" if prefix else ""
+
+
+def _has_credentials() -> bool:
+    """True when the standard AWS chain yields credentials (environment, profile, role)."""
+    return botocore.session.Session().get_credentials() is not None
+
+
+def _runs_with_id(filesystem: s3fs.S3FileSystem, bucket: str, prefix: str, run_id: str) -> list[str]:
+    """`<prefix><env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>` of every run folder or report named
+    `run_id` under the prefix, on any date and in any env."""
+    layout = re.compile(re.escape(prefix) + r"[^/]+/eval-runs/\d{4}/\d{2}/\d{2}/"
+                        + re.escape(run_id) + r"(?=/|\.json$)")
+    found, token = [], None
+    while True:
+        page = filesystem.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix,
+                                  **({"ContinuationToken": token} if token else {}))
+        matches = (layout.match(item["Key"]) for item in page.get("Contents", []))
+        found += [match.group(0) for match in matches if match]
+        token = page.get("NextContinuationToken")
+        if found or not token:
+            return found
+
+
+def check_remote_root(remote_root: str, run_id: str, run_id_given: bool) -> str | None:
+    """Before a run writes anything: check that `remote_root` can be used and holds no run
+    `run_id`, on any date and in any env.
+
+    It needs AWS credentials and `s3:ListBucket` on the bucket for the prefix (one ListObjectsV2
+    request per 1,000 objects under it). Raises StorageError when there are no credentials, the
+    bucket is missing, the endpoint is unreachable, the credentials are refused, or the run id
+    exists. When listing is denied, a run id given by the user cannot be shown to be new and is
+    refused; a fresh uuid4 goes ahead, and the returned note says what could not be checked.
+    """
+    bucket, prefix = _root_location(remote_root)
+    if not _has_credentials():
+        raise StorageError(f"cannot write {remote_root}: no AWS credentials found; set "
+                           "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with "
+                           "~/.aws/config (evalbook takes no credentials as parameters)")
+    filesystem = _s3_filesystem()
+    listing = f"s3://{bucket}/{prefix}"
+    try:
+        existing = _runs_with_id(filesystem, bucket, prefix, run_id)
+    except Exception as error:  # noqa: BLE001 - every failure becomes a StorageError or a note
+        response = _client_error(error)
+        code = response.response.get("Error", {}).get("Code", "") if response is not None else ""
+        if code not in ("AccessDenied", "AllAccessDisabled"):
+            raise _listing_error(error, listing, filesystem) from error
+        unchecked = (f"whether run {run_id} already exists under {remote_root} could not be "
+                     f"checked: listing {listing} was denied (it needs s3:ListBucket on "
+                     f"arn:aws:s3:::{bucket} for the prefix {prefix or '(none)'!r})")
+        if run_id_given:
+            raise StorageError(f"{unchecked}; run_id was given, so it is refused rather than risk a "
+                               "second run with the same id. Grant s3:ListBucket, or leave run_id "
+                               "null for a fresh uuid4") from error
+        return f"{unchecked}; the run has a fresh uuid4, so a clash is not expected"
+    if existing:
+        raise StorageError(f"run {run_id} already exists at s3://{bucket}/{existing[0]}; run ids "
+                           "are write-once across every date and env")
+    return None
+
+
+def _listing_error(error: Exception, listing: str, filesystem: s3fs.S3FileSystem) -> StorageError:
+    """A StorageError saying why listing `listing` (`s3://bucket/prefix/`) failed."""
+    bucket = urlsplit(listing).netloc
+    if isinstance(error, botocore.exceptions.NoCredentialsError):
+        return StorageError(f"cannot list {listing}: no AWS credentials found")
+    if isinstance(error, botocore.exceptions.EndpointConnectionError):
+        return StorageError(f"cannot list {listing}: could not connect to the S3 endpoint "
+                            f"{_endpoint(filesystem)} ({error})")
+    response = _client_error(error)
+    if response is None:
+        return StorageError(f"cannot list {listing} at {_endpoint(filesystem)}: "
+                            f"{type(error).__name__}: {error}")
+    code = response.response.get("Error", {}).get("Code", "")
+    message = response.response.get("Error", {}).get("Message", str(response))
+    if code == "NoSuchBucket":
+        return StorageError(f"the bucket {bucket!r} does not exist at {_endpoint(filesystem)}; "
+                            "evalbook never creates buckets, so create it or correct outputs_root")
+    return StorageError(f"cannot list {listing} at {_endpoint(filesystem)}: {code}: {message}")
 
 
 def read_bytes(location: str | os.PathLike) -> bytes:
