@@ -259,3 +259,57 @@ def test_comparisons_get_their_own_table_with_deltas_and_links(outputs):
     assert external_references(page) == []
     # the comparisons are not runs
     assert name not in [row["run_id"] for row in collect_runs(outputs)]
+
+
+# ---------------------------------------------------------------- live, crashed and interrupted runs
+
+def _marker(run_dir: Path, **fields) -> None:
+    from evalbook.index import running_marker
+
+    record = json.loads(running_marker(at(9)))
+    (run_dir / "RUNNING").write_text(json.dumps({**record, **fields}))
+
+
+def test_a_run_whose_runner_lives_is_running(tmp_path):
+    run_dir = _day(tmp_path, "local", at(9)) / RUNNING
+    run_dir.mkdir(parents=True)
+    _marker(run_dir)  # this test's process is the runner
+    (row,) = collect_runs(tmp_path)
+    assert (row["status"], row["reason"]) == ("running", None)
+
+
+def test_a_run_whose_runner_is_gone_is_crashed_with_its_last_stage(tmp_path):
+    import psutil
+
+    finished = psutil.Popen(["true"])
+    finished.wait()
+    run_dir = _day(tmp_path, "local", at(9)) / RUNNING
+    run_dir.mkdir(parents=True)
+    (run_dir / "01_load.ipynb").write_text("{}")
+    (run_dir / "02_score.ipynb").write_text("{}")
+    _marker(run_dir, pid=finished.pid)
+    (row,) = collect_runs(tmp_path)
+    assert row["status"] == "crashed"
+    assert f"pid {finished.pid}" in row["reason"] and "last stage it started was 02_score" in row["reason"]
+    assert 'class="status crashed"' in build_index(tmp_path).read_text()
+
+
+def test_a_folder_with_neither_run_json_nor_marker_is_crashed(tmp_path):
+    (_day(tmp_path, "local", at(9)) / RUNNING).mkdir(parents=True)
+    (row,) = collect_runs(tmp_path)
+    assert row["status"] == "crashed" and "neither run.json nor a RUNNING marker" in row["reason"]
+
+
+def test_a_marker_from_another_host_cannot_be_told(tmp_path):
+    run_dir = _day(tmp_path, "local", at(9)) / RUNNING
+    run_dir.mkdir(parents=True)
+    _marker(run_dir, host="elsewhere.invalid")
+    (row,) = collect_runs(tmp_path)
+    assert row["status"] == "running or crashed" and "host elsewhere.invalid" in row["reason"]
+
+
+def test_an_interrupted_run_shows_its_reason(tmp_path):
+    _run(tmp_path, "local", FAILED, at(9), "interrupted", failure="interrupted by SIGTERM during 02_score")
+    (row,) = collect_runs(tmp_path)
+    assert row["status"] == "interrupted" and row["reason"] == "interrupted by SIGTERM during 02_score"
+    assert 'class="status interrupted"' in build_index(tmp_path).read_text()
