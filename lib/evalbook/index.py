@@ -30,7 +30,9 @@ RUNNING_MARKER = "RUNNING"
 START_TIME_TOLERANCE_SECONDS = 0.05
 UNREADABLE = "unreadable"
 MISSING = "\u2014"
-_RUN_GLOB = "*/eval-runs/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]/*/"
+# the day folders of the run layout, `<env>/eval-runs/<yyyy>/<mm>/<dd>`, under an outputs root
+RUN_DAY_GLOB = "*/eval-runs/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]"
+_RUN_GLOB = f"{RUN_DAY_GLOB}/*/"
 # Run comparisons (05_compare) live beside the candidate run in this folder; they are not runs.
 COMPARISONS_DIR = "comparisons"
 
@@ -344,7 +346,7 @@ td.better { color: var(--ok); }
 """
 
 
-_COMPARISON_GLOBS = (f"*/eval-runs/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]/{COMPARISONS_DIR}/*.json",
+_COMPARISON_GLOBS = (f"{RUN_DAY_GLOB}/{COMPARISONS_DIR}/*.json",
                      f"*/{COMPARISONS_DIR}/*.json")
 COMPARE_NOTEBOOK_HTML = "05_compare.html"
 HEADLINE_DELTAS = ("bertscore_f1", "sentence_cosine")

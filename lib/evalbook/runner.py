@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from evalbook.index import RUNNING_MARKER, running_marker
+from evalbook.index import RUN_DAY_GLOB, RUNNING_MARKER, running_marker
 from evalbook.models import resolve_profile_models
 from evalbook.params import (
     ParamsError,
@@ -272,9 +272,8 @@ def ensure_outputs_root(root: Path, key: str, origin: Path) -> None:
 
 def existing_run(local_root: Path, run_id: str) -> Path | None:
     """A run folder or report named `run_id` under `local_root`, on any date and in any env."""
-    day = "*/eval-runs/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]"
-    return next(iter(sorted([*local_root.glob(f"{day}/{run_id}"),
-                             *local_root.glob(f"{day}/{run_id}.json")])), None)
+    return min([*local_root.glob(f"{RUN_DAY_GLOB}/{run_id}"),
+                *local_root.glob(f"{RUN_DAY_GLOB}/{run_id}.json")], default=None)
 
 
 def _check_remote_root(profile: Profile, run_id: str, log: TextIO) -> None:
