@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,3 +239,25 @@ def test_the_judge_server_the_runner_started_never_outlives_it(start_run, tmp_pa
     assert not is_serving(base_url)
     (row,) = collect_runs(tmp_path)
     assert row["status"] == ("interrupted" if name == "SIGTERM" else "crashed"), row
+
+
+def test_a_signal_during_a_held_block_is_raised_once_the_block_has_finished():
+    from evalbook.runner import RunInterrupted, interrupts_raised, signals_held
+
+    # another thread, as papermill's client has, to which the kernel may deliver the signal
+    release = threading.Event()
+    bystander = threading.Thread(target=release.wait)
+    bystander.start()
+    finished = []
+    try:
+        with pytest.raises(RunInterrupted) as raised:
+            with interrupts_raised():
+                with signals_held():
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    # the handler has run by the next bytecode; the block still goes on to its end
+                    finished.append(sum(range(1000)))
+    finally:
+        release.set()
+        bystander.join()
+    assert finished == [499500] and raised.value.exit_code == 143
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

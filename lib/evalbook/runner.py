@@ -93,6 +93,32 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+@dataclass
+class _SignalState:
+    """Whether a block holds SIGINT/SIGTERM back, and the first signal held; process-wide, as
+    signal handlers are. Masking the signal would not do: the kernel may deliver it to another
+    thread (zmq's, asyncio's), whose handler flag Python still runs in the main thread."""
+
+    holding: bool = False
+    pending: int | None = None
+
+
+_SIGNALS = _SignalState()
+
+
+def _raise_interrupted(signum: int) -> None:
+    for each in INTERRUPTS:
+        signal.signal(each, signal.SIG_IGN)
+    raise RunInterrupted(signum)
+
+
+def _on_interrupt(signum: int, frame: Any) -> None:
+    if _SIGNALS.holding:
+        _SIGNALS.pending = _SIGNALS.pending or signum
+        return
+    _raise_interrupted(signum)
+
+
 @contextmanager
 def interrupts_raised() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise RunInterrupted (in the main thread only, where
@@ -101,15 +127,9 @@ def interrupts_raised() -> Iterator[None]:
     if not _in_main_thread():
         yield
         return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        for each in INTERRUPTS:
-            signal.signal(each, signal.SIG_IGN)
-        raise RunInterrupted(signum)
-
     previous = {each: signal.getsignal(each) for each in INTERRUPTS}
     for each in INTERRUPTS:
-        signal.signal(each, interrupt)
+        signal.signal(each, _on_interrupt)
     try:
         yield
     finally:
@@ -119,15 +139,19 @@ def interrupts_raised() -> Iterator[None]:
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends, so a run's closing records are written whole."""
-    if not _in_main_thread():
+    """SIGINT and SIGTERM wait until the block ends, so that what it writes is written whole; a
+    signal that arrived meanwhile is raised as the block ends (unless an error already is)."""
+    if _SIGNALS.holding:
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+    _SIGNALS.holding = True
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        _SIGNALS.holding = False
+        pending, _SIGNALS.pending = _SIGNALS.pending, None
+        if pending is not None and sys.exc_info()[0] is None:
+            _raise_interrupted(pending)
 
 
 @dataclass
@@ -338,16 +362,16 @@ def run_pipeline(params_path: str, overrides: list[str] | None = None,
 
 
 def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
-    with signals_held():
-        try:
-            plan.run_dir.mkdir(parents=True)
-        except FileExistsError:
-            raise ParamsError(f"run {plan.run_id} already exists at {plan.run_dir}; run folders are "
-                              "write-once") from None
-        write_new(plan.run_dir / RUNNING_MARKER, running_marker(plan.started))
     result = RunResult(plan.run_id, plan.run_dir, plan.report_path, report_location=str(plan.report_path))
     provenance: dict[str, Any] = {}
     try:
+        with signals_held():  # a signal here is raised once the marker is there to be closed
+            try:
+                plan.run_dir.mkdir(parents=True)
+            except FileExistsError:
+                raise ParamsError(f"run {plan.run_id} already exists at {plan.run_dir}; run folders "
+                                  "are write-once") from None
+            write_new(plan.run_dir / RUNNING_MARKER, running_marker(plan.started))
         values = {**plan.values, "run_id": plan.run_id}
         write_new(plan.run_dir / "params.yaml", yaml.safe_dump(values, sort_keys=False).encode("utf-8"))
         provenance = run_provenance(plan.profile, plan.overrides)
