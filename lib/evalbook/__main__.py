@@ -19,12 +19,13 @@ import argparse
 import signal
 import sys
 
-from evalbook.models import ModelUnavailableError
-from evalbook.params import ParamsError, load_profile, local_outputs_root
-from evalbook.runner import PublishFailed, RunFailed, RunInterrupted, run_comparison, run_pipeline
+# evalbook is imported inside the commands, so that a Ctrl-C during the seconds its imports take
+# also ends in one line rather than a traceback.
 
 
 def _run(args: argparse.Namespace) -> int:
+    from evalbook.runner import run_pipeline
+
     result = run_pipeline(args.params, args.overrides)
     print(f"run folder: {result.run_dir}")
     for stage in result.stages:
@@ -38,6 +39,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from evalbook.runner import run_comparison
+
     parameters = {"resamples": args.resamples, "seed": args.seed, "confidence": args.confidence,
                   "tolerance": args.tolerance, "n_regressions": args.regressions}
     result = run_comparison(args.params, args.baseline, args.candidate, parameters)
@@ -49,6 +52,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    from evalbook.params import load_profile, local_outputs_root
     from evalbook.rundiff import diff_runs, find_run_dir
 
     profile = load_profile(args.params)
@@ -87,8 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     diff.add_argument("b", help="run id (or run folder) B")
     diff.set_defaults(handler=_diff)
     args = parser.parse_args(argv)
+    try:
+        return _handle(args)
+    except KeyboardInterrupt:
+        print(f"evalbook: {args.command} interrupted by SIGINT", file=sys.stderr)
+        return 128 + signal.SIGINT
 
+
+def _handle(args: argparse.Namespace) -> int:
+    """Run the command; each failure the user can act on becomes one message and an exit code."""
+    from evalbook.models import ModelUnavailableError
+    from evalbook.params import ParamsError
     from evalbook.rundiff import RunNotFound
+    from evalbook.runner import PublishFailed, RunFailed, RunInterrupted
 
     try:
         return args.handler(args)
@@ -104,9 +119,6 @@ def main(argv: list[str] | None = None) -> int:
     except RunInterrupted as interrupted:
         print(f"evalbook: {interrupted}", file=sys.stderr)
         return interrupted.exit_code
-    except KeyboardInterrupt:
-        print(f"evalbook: {args.command} interrupted by SIGINT", file=sys.stderr)
-        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":
