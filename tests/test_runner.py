@@ -252,3 +252,27 @@ def test_rescaling_with_a_missing_baseline_file_stops_before_the_run(tmp_path):
                                f"models.bertscore.baseline_path={tmp_path / 'none.tsv'}",
                                f"outputs_root={tmp_path / 'outputs'}"])
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("notebook_fails", [False, True])
+def test_a_page_that_cannot_be_rendered_fails_its_stage_instead_of_escaping_the_run(
+        tmp_path, monkeypatch, notebook_fails):
+    """The run must still end with run.json: a render error is the stage's failure, and it never
+    hides the notebook's own error."""
+    from evalbook import html, runner
+
+    def execute(source, output, **_):
+        Path(output).write_bytes(Path(source).read_bytes())
+        if notebook_fails:
+            raise RuntimeError("the notebook's own error")
+
+    def render(notebook, output=None, **_):
+        raise ValueError(f"{notebook} refers to files it does not embed: x")
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    monkeypatch.setattr(html, "render_html", render)
+    record = runner._execute("01_load", {}, tmp_path, sys.stderr)
+    assert record["status"] == "failed" and "html" not in record
+    assert "its HTML could not be rendered: ValueError: " in record["error"]
+    assert "refers to files it does not embed: x" in record["error"]
+    assert ("the notebook's own error" in record["error"]) is notebook_fails

@@ -205,11 +205,23 @@ def _execute(stage: str, ctx_params: dict[str, Any], run_dir: Path, log: TextIO)
                                    kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False)
     except Exception as error:  # noqa: BLE001 - every failure is reported with its notebook
         record.update(status="failed", error=_quote_failure(stage, output, error))
-        if output.exists():
-            record.update(render_stage_html(stage, output))
-        return record
-    record.update(status="succeeded", **render_stage_html(stage, output))
+    else:
+        record["status"] = "succeeded"
+    if output.exists():
+        _add_stage_html(record, stage, output)
     return record
+
+
+def _add_stage_html(record: dict[str, Any], stage: str, notebook: Path) -> None:
+    """Add the stage's pages to `record`; a page that cannot be rendered fails the stage, after
+    any error of the notebook's own, so that the run still ends with its run.json."""
+    try:
+        record.update(render_stage_html(stage, notebook))
+    except Exception as error:  # noqa: BLE001 - the run must still record how it ended
+        failure = (f"stage {stage} ran but its HTML could not be rendered: "
+                   f"{type(error).__name__}: {error}")
+        record["error"] = f"{record['error']}\n{failure}" if record.get("error") else failure
+        record["status"] = "failed"
 
 
 def needs_hub(profile) -> bool:
