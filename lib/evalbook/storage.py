@@ -149,7 +149,7 @@ def _storage_error(error: Exception, action: str, url: str,
     if code == "NoSuchBucket":
         return StorageError(f"cannot {verb} key {key!r} in bucket {bucket!r}: the bucket does not "
                             f"exist at {_endpoint(filesystem)}; evalbook never creates buckets, so "
-                            "create it or correct the report root")
+                            "create it or correct the URL")
     if code == "NoSuchKey":
         return StorageError(f"cannot read {url}: there is no such object")
     if code in ("AccessDenied", "AllAccessDisabled"):
