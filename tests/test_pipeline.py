@@ -1,5 +1,6 @@
 """Stage context, write-once artifacts and the display helpers of pipeline.py (no models)."""
 
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pandas as pd
@@ -7,7 +8,7 @@ import pytest
 import yaml
 
 from evalbook.params import load_profile
-from evalbook.pipeline import (StageContext, StageError, canonical_table, dataset_label, judged_metrics,
+from evalbook.pipeline import (StageError, canonical_table, dataset_label, judged_metrics,
                                open_stage, scored_table, show_figure, summary_frame)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,6 +127,10 @@ def test_judged_metrics_lists_only_metrics_with_scores():
 
 def test_stage_context_is_immutable(profile_path):
     ctx = open_stage(str(profile_path))
-    with pytest.raises(AttributeError):
+    run_id = ctx.run_id
+    with pytest.raises(FrozenInstanceError):
         ctx.run_id = "other"  # type: ignore[misc]
-    assert isinstance(ctx, StageContext)
+    assert ctx.run_id == run_id
+    with pytest.raises(FrozenInstanceError):  # nor can a stage repoint the profile it was given
+        ctx.profile.source_path = profile_path.parent / "other.yaml"  # type: ignore[misc]
+    assert ctx.profile.source_path == profile_path.resolve()

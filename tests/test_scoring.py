@@ -186,11 +186,22 @@ def test_a_missing_gpu_is_an_error_before_any_model_loads(minilm, monkeypatch):
         AnswerScorer(minilm, minilm, num_layers=6, device="cuda")
 
 
+@pytest.mark.parametrize("cuda_seen, expected", [(True, "cuda:0"), (False, "cpu")])
+def test_auto_is_the_first_gpu_torch_sees_else_the_cpu(cuda_seen, expected, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_seen)
+    assert resolve_device("auto") == torch.device(expected)
+
+
 def test_the_scorer_records_its_device(scorer, minilm):
+    import torch
+
     assert scorer.provenance.device == "cpu" == str(scorer.device)
+    expected = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     auto = AnswerScorer(minilm, minilm, num_layers=6, device="auto", memory_cache_bytes=0)
-    assert {p.device.type for p in auto.bert_encoder.model.parameters()} == {"cpu"}
-    assert auto.provenance.as_dict()["device"] == "cpu"
+    assert {p.device for p in auto.bert_encoder.model.parameters()} == {expected}
+    assert auto.provenance.as_dict()["device"] == str(expected)
 
 
 def test_golden_values_pin_the_model(scorer):
