@@ -125,10 +125,23 @@ def test_report_schema_is_a_valid_json_schema():
     assert schema["additionalProperties"] is False
 
 
-def test_built_report_validates_and_round_trips(report: dict):
+def json_native_leaves(value, path="report"):
+    """(path, type) of each part of `value` that json.loads would not give back as it is:
+    numpy scalars, tuples, keys that are not text."""
+    if type(value) is dict:
+        keys = [(f"{path}.{key!r}", "key " + type(key).__name__) for key in value if type(key) is not str]
+        return keys + [leaf for key, child in value.items() for leaf in json_native_leaves(child, f"{path}.{key}")]
+    if type(value) is list:
+        return [leaf for index, child in enumerate(value) for leaf in json_native_leaves(child, f"{path}[{index}]")]
+    return [] if type(value) in (str, int, float, bool, type(None)) else [(path, type(value).__name__)]
+
+
+def test_built_report_validates_and_holds_only_json_types(report: dict):
     validate_report(report)
-    text = json.dumps(report, allow_nan=False)
-    assert json.loads(text) == report
+    json.dumps(report, allow_nan=False)
+    # json.dumps takes a numpy float64 as a float, so only the types show that the report
+    # written is the report built.
+    assert json_native_leaves(report) == []
 
 
 def test_every_adr_field_is_present(report: dict):
