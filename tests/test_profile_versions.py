@@ -1,0 +1,133 @@
+"""Each profile's `version` is tied to a hash of the keys that change scores.
+
+A change to one of those keys (in the profile, in a profile it extends, or in the default a
+profile gets for a key added later) changes the hash, so this test fails until the version is
+bumped, the change has its line in params/CHANGELOG.md, and the new hash is recorded below.
+The judge's prompt templates are not profile keys: the judge label in a report covers them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from evalbook.params import Profile, load_profile, params_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = sorted((ROOT / "params").glob("*.yaml"))
+
+# Dotted keys (a section covers every key under it) whose values change a score, a flag or
+# which examples are scored.
+SCORE_KEYS = (
+    "input_path", "predictions_path", "limit", "seed", "skip_incomplete_examples", "dataset.split",
+    "models", "retrieval",
+    "judge.enabled", "judge.model", "judge.temperature", "judge.seed", "judge.max_tokens",
+    "judge.structured_output", "judge.sample_size", "judge.sample_seed", "judge.ground_truth_column",
+    "judge.eligible_sources", "judge.metrics", "judge.embedding",
+)
+# Keys that change where or how a run executes, or what it is called, but no score.
+NOT_SCORE_KEYS = (
+    "version", "name", "description", "env", "outputs_root", "local_outputs_root", "run_id",
+    "dataset.name", "generator",
+    "engine", "ray_address", "ray_actors", "ray_num_gpus", "ray_shared_path",
+    # Batching, threads, the device and the embedding cache move a score by float32 rounding at
+    # most (params/CHANGELOG.md, default 1, keys added).
+    "scoring",
+    # Where the judge is reached and how patiently; which judge it is, is judge.model.
+    "judge.note", "judge.base_url", "judge.api_key_env", "judge.timeout_seconds", "judge.max_retries",
+    "judge.concurrency", "judge.prices", "judge.cache_path", "judge.start_server",
+)
+
+# profile name -> version -> hash of its score-affecting keys. Keep the old versions' lines.
+RECORDED_HASHES: dict[str, dict[int, str]] = {
+    "adr014": {1: "sha256:668d2bf4afa1ea61749d9f63a571b167d1c758a15c4412228cc87669c17b3801"},
+    "default": {1: "sha256:e7bf57251f2af2e10fe13ace19358efe59bb3150d82fb1176583b6b2e3da050f"},
+    "local-judge": {1: "sha256:e7bf57251f2af2e10fe13ace19358efe59bb3150d82fb1176583b6b2e3da050f"},
+    "openai": {1: "sha256:4e8ec51040e5f6e048d17f7747cf14066a3051879c2978e236fd1ac546f9a014"},
+}
+
+
+def leaf_keys(values: dict[str, Any], prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in values.items():
+        dotted = f"{prefix}{key}"
+        keys.extend(leaf_keys(value, f"{dotted}.") if isinstance(value, dict) else [dotted])
+    return keys
+
+
+def covering(dotted: str, prefixes: tuple[str, ...]) -> list[str]:
+    return [prefix for prefix in prefixes if dotted == prefix or dotted.startswith(prefix + ".")]
+
+
+def score_values(profile: Profile) -> dict[str, Any]:
+    """The loaded profile's score-affecting keys, as dotted key -> value."""
+    return {key: profile.get(key) for key in SCORE_KEYS}
+
+
+def version_problem(profile: Profile) -> str | None:
+    """Why the profile's version does not match its score-affecting keys, or None."""
+    name, version = profile["name"], profile["version"]
+    actual = params_hash(score_values(profile))
+    recorded = RECORDED_HASHES.get(name, {})
+    file = profile.source_path.name
+    if version not in recorded:
+        return (f"{file}: version {version} has no recorded hash; once its line is in "
+                f"params/CHANGELOG.md, record RECORDED_HASHES[{name!r}][{version}] = {actual!r} "
+                "in tests/test_profile_versions.py")
+    if recorded[version] != actual:
+        return (f"{file}: a key that changes scores has changed but version is still {version}. "
+                f"Bump `version:` in {file}, add a line for it to params/CHANGELOG.md, and record "
+                f"RECORDED_HASHES[{name!r}][{version + 1}] = {actual!r} in "
+                "tests/test_profile_versions.py. If the key truly changes no score, move it to "
+                "NOT_SCORE_KEYS there, with the reason.")
+    return None
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=lambda path: path.stem)
+def test_the_version_matches_the_score_affecting_keys(path):
+    assert version_problem(load_profile(path)) is None, version_problem(load_profile(path))
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=lambda path: path.stem)
+def test_every_key_is_either_score_affecting_or_not(path):
+    keys = leaf_keys(load_profile(path).values)
+    unclassified = [key for key in keys if not covering(key, SCORE_KEYS + NOT_SCORE_KEYS)]
+    assert unclassified == [], ("add each of these keys to SCORE_KEYS or NOT_SCORE_KEYS in "
+                                f"tests/test_profile_versions.py: {unclassified}")
+    twice = [key for key in keys if covering(key, SCORE_KEYS) and covering(key, NOT_SCORE_KEYS)]
+    assert twice == []
+
+
+def edited_default(tmp_path: Path, key: str, value: Any, version: int = 1) -> Profile:
+    values = yaml.safe_load((ROOT / "params" / "default.yaml").read_text("utf-8"))
+    node = values
+    *sections, name = key.split(".")
+    for section in sections:
+        node = node[section]
+    node[name] = value
+    values["version"] = version
+    path = tmp_path / "default.yaml"
+    path.write_text(yaml.safe_dump(values), "utf-8")
+    return load_profile(path)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("retrieval.k", 6), ("models.bertscore.num_layers", 5), ("judge.metrics.groundedness.threshold", 0.7),
+    ("limit", 3), ("judge.embedding.sha256", None),
+])
+def test_a_score_change_without_a_bump_is_refused(tmp_path, key, value):
+    unbumped = version_problem(edited_default(tmp_path, key, value))
+    assert unbumped is not None and "Bump `version:` in default.yaml" in unbumped
+    bumped = version_problem(edited_default(tmp_path, key, value, version=2))
+    assert bumped is not None and "version 2 has no recorded hash" in bumped
+
+
+@pytest.mark.parametrize("key, value", [
+    ("env", "ci"), ("run_id", "3b7e2f10-5c4d-4a8b-9e6f-0d1c2b3a4f5e"), ("engine", "ray"), ("scoring.device", "cpu"),
+    ("judge.concurrency", 1), ("description", "another"), ("judge.cache_path", "elsewhere.sqlite"),
+])
+def test_a_change_that_moves_no_score_keeps_the_version(tmp_path, key, value):
+    assert version_problem(edited_default(tmp_path, key, value)) is None
