@@ -17,7 +17,6 @@ from evalbook.judge.score import Score, score_levels, threshold_reading
 
 def test_groundedness_two_of_three_supported_is_two_thirds():
     score = groundedness_score([1, 1, 0])
-    assert score.scored
     assert score.value == pytest.approx(2 / 3)
     assert score.reason is None
 
@@ -29,7 +28,6 @@ def test_groundedness_single_supported_statement_is_one():
 
 def test_groundedness_without_statements_is_unscored_with_a_reason():
     score = groundedness_score([])
-    assert not score.scored
     assert score.value is None  # never 0, never NaN
     assert isinstance(score.reason, str) and "no statement" in score.reason
 
@@ -53,7 +51,6 @@ def test_relevance_is_the_mean_cosine_numpy_computes():
     question = rng.normal(size=16)
     generated = rng.normal(size=(3, 16))
     score = relevance_score(question, generated)
-    assert score.scored
     assert score.value == pytest.approx(_numpy_mean_cosine(question, generated), abs=1e-12)
 
 
@@ -75,7 +72,7 @@ def test_relevance_of_identical_and_opposite_questions():
 
 def test_relevance_without_questions_is_unscored():
     score = relevance_score(np.array([1.0, 0.0]), np.empty((0, 2)))
-    assert not score.scored and score.value is None
+    assert score.value is None
     assert "no question" in score.reason
 
 
@@ -94,7 +91,6 @@ def test_criteria_without_criteria_is_unscored():
 
 def test_score_unscored_constructor():
     assert Score.unscored("why") == Score(value=None, reason="why")
-    assert Score(0.0).scored  # 0 is a score, not a missing one
 
 
 # ---------------------------------------------------------------- levels and thresholds

@@ -15,10 +15,6 @@ class Score:
     value: float | None
     reason: str | None = None
 
-    @property
-    def scored(self) -> bool:
-        return self.value is not None
-
     @classmethod
     def unscored(cls, reason: str) -> "Score":
         return cls(value=None, reason=reason)
