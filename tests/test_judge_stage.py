@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from evalbook.judge import stage as stage_module
@@ -20,7 +21,7 @@ from evalbook.judge.cache import JudgeCache
 from evalbook.judge.prompts import PromptTemplate, load_template
 from evalbook.judge.stage import (MISSING_SOURCE, NothingEligible, batched_embedder, build_requests,
                                   describe_judge, judge_table, select, templates_for)
-from evalbook.load import read_canonical, write_canonical
+from evalbook.load import canonical_arrow, read_canonical
 from evalbook.params import load_profile
 from evalbook.report import build_report, validate_report
 
@@ -199,7 +200,7 @@ def test_data_without_any_source_is_all_eligible(config):
 def read_back(table: pd.DataFrame, tmp_path: Path) -> pd.DataFrame:
     """The table as 03_judge reads it: written by 01_load as canonical.parquet, then read back."""
     path = tmp_path / "canonical.parquet"
-    write_canonical(table.assign(conversation=None), path)
+    pq.write_table(canonical_arrow(table.assign(conversation=None)), path)
     return read_canonical(path)
 
 

@@ -19,9 +19,9 @@ from fsspec.implementations.dirfs import DirFileSystem
 from evalbook.load import (
     CANONICAL_SCHEMA,
     LoadError,
+    canonical_arrow,
     load_evaluation_set,
     read_canonical,
-    write_canonical,
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -657,7 +657,7 @@ def test_write_and_read_canonical_round_trip(tmp_path):
     ])
     table = load_evaluation_set(str(examples), str(predictions)).table
     path = tmp_path / "canonical.parquet"
-    write_canonical(table, path)
+    pq.write_table(canonical_arrow(table), path)  # as 01_load writes it
     assert pq.read_schema(path).equals(CANONICAL_SCHEMA, check_metadata=False)
     back = read_canonical(path)
     pd.testing.assert_frame_equal(back, table)
@@ -778,7 +778,7 @@ def test_conversation_round_trips_through_the_canonical_table(tmp_path):
     path = write_jsonl(tmp_path / "examples.jsonl", rows)
     table = load_evaluation_set(str(path)).table
     written = tmp_path / "canonical.parquet"
-    write_canonical(table, written)
+    pq.write_table(canonical_arrow(table), written)
     back = read_canonical(written)
     assert [dict(turn) for turn in back["conversation"][0]] == CONVERSATION
     assert back["conversation"][1] is None
