@@ -161,9 +161,9 @@ def ray_engine():
         if error.name and error.name.startswith("evalbook"):
             return None, "evalbook.engines does not exist yet"
         raise
-    if not hasattr(engines, "score_with_ray"):
-        return None, "evalbook.engines has no score_with_ray"
-    return engines, "evalbook.engines.score_with_ray"
+    if not hasattr(engines, "run_on_ray"):
+        return None, "evalbook.engines has no run_on_ray"
+    return engines, "evalbook.engines.run_on_ray"
 
 
 # ---------------------------------------------------------------- one method, in its own process
@@ -280,8 +280,8 @@ def worker_ray(args, answers, references) -> dict[str, Any]:
     started = time.perf_counter()
     with TreeRSSSampler() as sampler, engines.ray_session(profile["ray_address"]) as label:
         load = time.perf_counter() - started
-        engines.score_with_ray(frame(*warmup_pairs("ray")), profile)
-        scored, seconds = timed(lambda: engines.score_with_ray(frame(answers, references), profile))
+        engines.run_on_ray(frame(*warmup_pairs("ray")), profile)
+        scored, seconds = timed(lambda: engines.run_on_ray(frame(answers, references), profile).scored)
     np.save(Path(args.work_dir) / "ray_f1.npy", scored["bertscore_f1"].to_numpy(dtype=float))
     return {"seconds": seconds, "load_seconds": load, "entry_point": form, "ray": label,
             "peak_rss_mb": sampler.peak_mb, "peak_rss_method": "sampled sum over the process tree"}

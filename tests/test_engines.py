@@ -30,7 +30,6 @@ from evalbook.engines import (
     batch_rows_for,
     in_input_order,
     pool_size,
-    score_with_ray,
     summed_counts,
 )
 from evalbook.load import canonical_arrow, load_evaluation_set, read_canonical
@@ -296,7 +295,7 @@ def test_a_real_error_starting_ray_is_not_retried(monkeypatch):
 def test_ray_engine_matches_the_local_engine_and_shuts_its_ray_down(profile, canonical, local_scored):
     assert not ray.is_initialized()
     settings = RaySettings(actors=CPUS, batch_rows=3, local_cpus=CPUS)  # 4 batches on 2 actors
-    scored = score_with_ray(canonical, profile, settings)
+    scored = engines.run_on_ray(canonical, profile, settings).scored
     assert_same_scores(scored, local_scored)
     assert not ray.is_initialized()
     assert wait_until(lambda: not session_processes(os.getpid())), \
@@ -350,7 +349,8 @@ def test_an_actor_killed_mid_run_is_restarted_and_the_result_is_complete(
         cluster, profile, canonical, local_scored, tmp_path):
     address, _ = cluster
     settings = RaySettings(address=address, actors=CPUS, batch_rows=3)
-    scored = score_with_ray(canonical, profile, settings, record_dir=str(tmp_path), crash_once=True)
+    run = engines.run_on_ray(canonical, profile, settings, record_dir=str(tmp_path), crash_once=True)
+    scored = run.scored
 
     assert_same_scores(scored, local_scored)
     crashed = int((tmp_path / "crashed").read_text())
@@ -365,7 +365,7 @@ def test_an_actor_killed_mid_run_is_restarted_and_the_result_is_complete(
 def test_an_existing_cluster_is_left_running(cluster, profile, canonical, scorer):
     address, process = cluster
     first_two = canonical.iloc[:2]
-    scored = score_with_ray(first_two, profile, RaySettings(address=address, actors=1))
+    scored = engines.run_on_ray(first_two, profile, RaySettings(address=address, actors=1)).scored
     assert_same_scores(scored, as_stored(score_answers(first_two, scorer, profile["retrieval"]["k"],
                                                        show_progress=False)))
     assert not ray.is_initialized()  # this driver disconnected...
@@ -539,7 +539,7 @@ def test_two_nodes_score_as_the_local_engine(two_nodes, through, profile, canoni
     started = tmp_path / "actors"
     started.mkdir()
     settings = RaySettings(address=gcs if through == "gcs" else client, actors=2, batch_rows=3)
-    scored = score_with_ray(canonical, profile, settings, record_dir=str(started))
+    scored = engines.run_on_ray(canonical, profile, settings, record_dir=str(started)).scored
     assert_same_scores(scored, local_scored)
     # One actor per node: each node has one CPU, and each actor takes one.
     lines = (started / "started").read_text().splitlines()

@@ -504,7 +504,8 @@ class RayRun:
 def run_on_ray(frame: pd.DataFrame, profile: Profile, settings: RaySettings | None = None,
                record_dir: str | None = None, crash_once: bool = False,
                run_id: str | None = None) -> RayRun:
-    """`score_answers` over `frame` through Ray Data, with the profile's models.
+    """`score_answers` over `frame` through Ray Data, with the profile's models: the same table
+    as the local engine, in the same row order (see the module docstring).
 
     `settings` defaults to the profile's (`RaySettings.from_profile`). `record_dir` and
     `crash_once` are the test hooks of `ScoreBatches`. `run_id` names the staging folder under
@@ -590,13 +591,6 @@ def score_in_cluster(frame: pd.DataFrame, profile: Profile, settings: RaySetting
     left = None if staging is None else staging.remove()
     return RayRun(scored, summed_counts(results), "", actors, batch_rows,
                   None if staging is None else staging.url, left)
-
-
-def score_with_ray(frame: pd.DataFrame, profile: Profile, settings: RaySettings | None = None,
-                   record_dir: str | None = None, crash_once: bool = False) -> pd.DataFrame:
-    """`score_answers` over `frame` through Ray Data: the same table as the local engine, in the
-    same row order (see the module docstring). Arguments as `run_on_ray`'s."""
-    return run_on_ray(frame, profile, settings, record_dir, crash_once).scored
 
 
 def engine_label(profile: Profile, engine: str) -> str:
