@@ -24,7 +24,8 @@ PROFILES = sorted((ROOT / "params").glob("*.yaml"))
 SCORE_KEYS = (
     "input_path", "predictions_path", "limit", "seed", "skip_incomplete_examples", "dataset.split",
     "models", "retrieval",
-    "judge.enabled", "judge.model", "judge.temperature", "judge.seed", "judge.max_tokens",
+    # The judge label (judge/stage.py describe_judge) counts the server's host as part of the judge.
+    "judge.enabled", "judge.base_url", "judge.model", "judge.temperature", "judge.seed", "judge.max_tokens",
     "judge.structured_output", "judge.sample_size", "judge.sample_seed", "judge.ground_truth_column",
     "judge.eligible_sources", "judge.metrics", "judge.embedding",
 )
@@ -36,17 +37,17 @@ NOT_SCORE_KEYS = (
     # Batching, threads, the device and the embedding cache move a score by float32 rounding at
     # most (params/CHANGELOG.md, default 1, keys added).
     "scoring",
-    # Where the judge is reached and how patiently; which judge it is, is judge.model.
-    "judge.note", "judge.base_url", "judge.api_key_env", "judge.timeout_seconds", "judge.max_retries",
+    # How the judge is reached and how patiently, what it costs, where its cache lives.
+    "judge.note", "judge.api_key_env", "judge.timeout_seconds", "judge.max_retries",
     "judge.concurrency", "judge.prices", "judge.cache_path", "judge.start_server",
 )
 
 # profile name -> version -> hash of its score-affecting keys. Keep the old versions' lines.
 RECORDED_HASHES: dict[str, dict[int, str]] = {
-    "adr014": {1: "sha256:668d2bf4afa1ea61749d9f63a571b167d1c758a15c4412228cc87669c17b3801"},
-    "default": {1: "sha256:e7bf57251f2af2e10fe13ace19358efe59bb3150d82fb1176583b6b2e3da050f"},
-    "local-judge": {1: "sha256:e7bf57251f2af2e10fe13ace19358efe59bb3150d82fb1176583b6b2e3da050f"},
-    "openai": {1: "sha256:4e8ec51040e5f6e048d17f7747cf14066a3051879c2978e236fd1ac546f9a014"},
+    "adr014": {1: "sha256:eada95f901b265b60788f769a8430f9f64bf52b7a54561f7146564b74da93f36"},
+    "default": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6"},
+    "local-judge": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6"},
+    "openai": {1: "sha256:8cf32d7466f9815d4240db29b91968dd81393c4bb54b0c72cacac2bfd99d29ea"},
 }
 
 
@@ -116,7 +117,7 @@ def edited_default(tmp_path: Path, key: str, value: Any, version: int = 1) -> Pr
 
 @pytest.mark.parametrize("key, value", [
     ("retrieval.k", 6), ("models.bertscore.num_layers", 5), ("judge.metrics.groundedness.threshold", 0.7),
-    ("limit", 3), ("judge.embedding.sha256", None),
+    ("limit", 3), ("judge.embedding.sha256", None), ("judge.base_url", "http://127.0.0.1:8081/v1"),
 ])
 def test_a_score_change_without_a_bump_is_refused(tmp_path, key, value):
     unbumped = version_problem(edited_default(tmp_path, key, value))
@@ -128,6 +129,7 @@ def test_a_score_change_without_a_bump_is_refused(tmp_path, key, value):
 @pytest.mark.parametrize("key, value", [
     ("env", "ci"), ("run_id", "3b7e2f10-5c4d-4a8b-9e6f-0d1c2b3a4f5e"), ("engine", "ray"), ("scoring.device", "cpu"),
     ("judge.concurrency", 1), ("description", "another"), ("judge.cache_path", "elsewhere.sqlite"),
+    ("judge.start_server", True),
 ])
 def test_a_change_that_moves_no_score_keeps_the_version(tmp_path, key, value):
     assert version_problem(edited_default(tmp_path, key, value)) is None
