@@ -127,7 +127,7 @@ class TreeRSSSampler:
 # ---------------------------------------------------------------- the record
 
 def versions() -> dict[str, str]:
-    from evalbook.report import package_versions
+    from evalbook.provenance import package_versions
 
     return package_versions(VERSIONED_PACKAGES)
 

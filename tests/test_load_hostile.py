@@ -426,7 +426,7 @@ def test_01_load_shows_the_warnings_and_load_json_and_the_report_counts_keep_the
     import nbformat
     import papermill
 
-    from evalbook.report import report_schema
+    from evalbook.validation import report_schema
 
     examples = four_examples(tmp_path)
     answers = predictions(tmp_path / "predictions.jsonl", ["ex1", "ex2", "ex3", "EX4"],

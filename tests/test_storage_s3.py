@@ -18,7 +18,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from evalbook.report import write_new
+from evalbook.files import write_new
 from evalbook.storage import (SINGLE_PUT_LIMIT, StorageError, is_remote, join, publish_run,
                               read_bytes, upload_file)
 from s3server import AWS_VARIABLES_REPLACED, MotoServer, Request, StallingProxy, aws_test_variables, free_port

@@ -36,7 +36,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from evalbook.report import write_atomically
+from evalbook.files import write_atomically
 
 LAYOUT = "v1"
 MAGIC = b"EVBEMB\x00\x01"

@@ -35,7 +35,7 @@ from matplotlib.ticker import MaxNLocator, PercentFormatter
 from pandas.io.formats.style import Styler
 
 from evalbook.escaping import escaped_table, visible_controls
-from evalbook.report import write_atomically
+from evalbook.files import write_atomically
 
 SIMILARITY_METRICS = ("bertscore_f1", "bertscore_precision", "bertscore_recall", "sentence_cosine")
 JUDGE_METRICS = ("groundedness", "relevance", "criteria")

@@ -21,7 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from evalbook.escaping import visible_controls
-from evalbook.report import write_new
+from evalbook.files import write_new
 
 NOINPUT_SUFFIX = ".noinput.html"
 

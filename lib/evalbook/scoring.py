@@ -45,6 +45,7 @@ from tqdm.auto import tqdm
 from evalbook.embcache import CacheStats, EmbeddingCache, MemoryLRU, entry_key, model_identity
 from evalbook.models import ResolvedModel
 from evalbook.params import embedding_cache_path
+from evalbook.provenance import bertscore_hash
 from evalbook.retrieval import retrieval_columns
 from evalbook.similarity import METRIC_COLUMNS, greedy_match, mean_pool, pairwise_cosine, rescale
 
@@ -292,8 +293,6 @@ class AnswerScorer:
                  rescale_with_baseline: bool = False, cache: EmbeddingCache | None = None,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, threads: int | None = None,
                  memory_cache_bytes: int = MEMORY_CACHE_BYTES, device: str = "cpu"):
-        import bert_score
-
         if batch_size < 1 or chunk_size < 1:
             raise ScoringError(f"batch_size and chunk_size must be at least 1, got {batch_size} and {chunk_size}")
         torch.set_num_threads(threads or cpu_threads())
@@ -330,9 +329,8 @@ class AnswerScorer:
                 raise ScoringError("rescale_with_baseline needs a baseline_path that exists")
             self.baseline = read_baseline(baseline_path, num_layers)
         self.provenance = ScoreProvenance(
-            bertscore_hash=bert_score.utils.get_hash(
-                bertscore.name, num_layers, False, rescale_with_baseline,
-                baseline_path is not None and rescale_with_baseline, False),
+            bertscore_hash=bertscore_hash(bertscore.name, num_layers, rescale_with_baseline,
+                                          baseline_path),
             bertscore_model=bertscore.name,
             bertscore_num_layers=num_layers,
             sentence_transformer_model=sentence_transformer.name,

@@ -1,0 +1,58 @@
+"""Checks of documents against the JSON Schemas shipped beside this module in schemas/."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+REPORT_SCHEMA = "report-v1.json"
+COMPARISON_SCHEMA = "compare-v1.json"
+
+
+class ReportError(ValueError):
+    """A report that does not match the shipped schema; it is never written."""
+
+
+def shipped_schema(file_name: str) -> dict[str, Any]:
+    """A JSON Schema shipped in evalbook/schemas/."""
+    return json.loads(resources.files("evalbook").joinpath(f"schemas/{file_name}").read_text("utf-8"))
+
+
+def report_schema() -> dict[str, Any]:
+    return shipped_schema(REPORT_SCHEMA)
+
+
+def comparison_schema() -> dict[str, Any]:
+    return shipped_schema(COMPARISON_SCHEMA)
+
+
+def schema_problems(document: Any, schema: dict[str, Any], what: str, limit: int = 20) -> list[str]:
+    """Every violation of `schema` in `document` (the first `limit`, by path), and any NaN or
+    infinity, each as a `  - path: message` line; `what` names the document in messages."""
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+    problems = [f"  - {'/'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
+                for e in errors[:limit]]
+    try:
+        json.dumps(document, allow_nan=False)
+    except ValueError:
+        problems.append(f"  - the {what} holds NaN or infinity; missing values must be null")
+    return problems
+
+
+def mismatch(document: Any, file_name: str, what: str) -> str | None:
+    """Why `document` (named `what`) does not match the shipped schema `file_name`; None when it does."""
+    problems = schema_problems(document, shipped_schema(file_name), what)
+    if not problems:
+        return None
+    return f"{what} does not match schema {file_name}:\n" + "\n".join(problems)
+
+
+def validate_report(report: dict[str, Any]) -> None:
+    """Raise ReportError listing every violation of schemas/report-v1.json (and any NaN)."""
+    problem = mismatch(report, REPORT_SCHEMA, "report")
+    if problem:
+        raise ReportError(problem)
