@@ -19,8 +19,7 @@ import boto3
 import pytest
 
 from evalbook.files import write_new
-from evalbook.storage import (SINGLE_PUT_LIMIT, StorageError, is_remote, join, publish_run,
-                              read_bytes, upload_file)
+from evalbook.storage import SINGLE_PUT_LIMIT, StorageError, is_remote, join, publish_run, read_bytes
 from s3server import AWS_VARIABLES_REPLACED, MotoServer, Request, StallingProxy, aws_test_variables, free_port
 
 RUN_ID = "3f6c2a1e-7b1d-4c55-9a0e-2d4b8e9f0c11"
@@ -172,16 +171,25 @@ def test_a_missing_bucket_is_refused_and_never_created(run, server, admin):
     assert snapshot(run.root) == before
 
 
+def run_folder_for(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A local root and the path of `name` in an otherwise empty run folder under it."""
+    root = tmp_path / "local-root"
+    (root / DAY / RUN_ID).mkdir(parents=True)
+    return root, root / DAY / RUN_ID / name
+
+
 def test_an_upload_killed_mid_body_leaves_no_object(bucket, server, admin, tmp_path):
     size = 32 * 2**20
-    big = tmp_path / "scored.parquet"
+    root, big = run_folder_for(tmp_path, "scored.parquet")
     big.write_bytes(os.urandom(size))
     key = f"prefix/{DAY}/{RUN_ID}/scored.parquet"
     proxy = StallingProxy(server.port, limit=4 * 2**20)
-    script = ("import sys; from pathlib import Path; from evalbook.storage import upload_file; "
-              "upload_file(Path(sys.argv[1]), sys.argv[2]); print('done', flush=True)")
+    script = ("import sys; from pathlib import Path; from evalbook.storage import publish_run; "
+              "publish_run(Path(sys.argv[1]), None, Path(sys.argv[2]), sys.argv[3]); "
+              "print('done', flush=True)")
     mark = len(server.requests())
-    writer = subprocess.Popen([sys.executable, "-c", script, str(big), f"s3://{bucket}/{key}"],
+    writer = subprocess.Popen([sys.executable, "-c", script, str(big.parent), str(root),
+                               f"s3://{bucket}/prefix"],
                               env={**os.environ, "AWS_ENDPOINT_URL_S3": proxy.url},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -243,7 +251,7 @@ def test_missing_credentials_are_named_and_nothing_is_sent(run, bucket, server, 
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     mark = len(server.requests())
     with pytest.raises(StorageError, match="no AWS credentials found.*AWS_ACCESS_KEY_ID"):
-        upload_file(run.report, f"s3://{bucket}/prefix/report.json")
+        publish_run(run.run_dir, run.report, run.root, f"s3://{bucket}/prefix")
     assert server.requests_since(mark) == []
 
 
@@ -263,19 +271,19 @@ def test_an_unreachable_endpoint_is_named_and_the_local_copy_kept(run, bucket, m
 def test_the_generic_endpoint_variable_is_honoured(bucket, admin, server, monkeypatch, tmp_path):
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
     monkeypatch.setenv("AWS_ENDPOINT_URL", server.url)
-    local = tmp_path / "run.json"
+    root, local = run_folder_for(tmp_path, "run.json")
     local.write_bytes(b"{}\n")
-    upload_file(local, f"s3://{bucket}/run.json")
-    assert admin.get_object(Bucket=bucket, Key="run.json")["Body"].read() == b"{}\n"
+    publish_run(local.parent, None, root, f"s3://{bucket}")
+    assert admin.get_object(Bucket=bucket, Key=f"{DAY}/{RUN_ID}/run.json")["Body"].read() == b"{}\n"
 
 
 def test_a_file_above_the_single_put_limit_is_refused_before_sending(bucket, server, tmp_path):
-    huge = tmp_path / "huge.parquet"
+    root, huge = run_folder_for(tmp_path, "huge.parquet")
     with huge.open("wb") as sparse:
         sparse.truncate(SINGLE_PUT_LIMIT + 1)
     mark = len(server.requests())
     with pytest.raises(StorageError, match="at most 5 GiB"):
-        upload_file(huge, f"s3://{bucket}/huge.parquet")
+        publish_run(huge.parent, None, root, f"s3://{bucket}/prefix")
     assert server.requests_since(mark) == []
 
 

@@ -159,7 +159,8 @@ def _storage_error(error: Exception, action: str, url: str,
 
 
 def _put(filesystem: s3fs.S3FileSystem, local: Path, url: str) -> None:
-    """Send `local` to `url` in exactly one PutObject request, with its Content-MD5."""
+    """Send `local` to `url` in exactly one PutObject request, with its Content-MD5: afterwards
+    the object is complete, or, on a StorageError, untouched. The local file is only read."""
     bucket, key = _s3_location(url)
     try:
         size = local.stat().st_size
@@ -180,12 +181,6 @@ def _put(filesystem: s3fs.S3FileSystem, local: Path, url: str) -> None:
                            **extra)
     except Exception as error:  # noqa: BLE001 - every failure becomes a StorageError naming the URL
         raise _storage_error(error, "PutObject", url, filesystem) from error
-
-
-def upload_file(local: Path, url: str) -> None:
-    """Upload one local file to an `s3://bucket/key` URL: afterwards the object is complete, or,
-    on a StorageError, untouched (absent if it was absent). The local file is only read."""
-    _put(_s3_filesystem(), Path(local), url)
 
 
 def _files_to_publish(run_dir: Path) -> list[Path]:
