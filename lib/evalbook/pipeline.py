@@ -22,9 +22,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalbook import load as load_module
+from evalbook.files import write_atomically
 from evalbook.models import resolve_profile_models
 from evalbook.params import Profile, judge_cache_path, load_profile, local_outputs_root
-from evalbook.report import build_report, git_commit, package_versions, write_atomically, write_report
+from evalbook.provenance import run_provenance
+from evalbook.report import build_report, write_report
 from evalbook.scoring import METRIC_COLUMNS, AnswerScorer, score_answers
 from evalbook.stats import summarize
 
@@ -235,23 +237,29 @@ def judge_results(ctx: StageContext) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- 04_report
 
-def run_provenance(profile: Profile, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the runner records before the first stage: params, code and package versions."""
-    return {
-        "git_commit": git_commit(profile.root),
-        "params_hash": profile.content_hash,
-        "params_profile": {"path": str(profile.source_path), "name": profile["name"],
-                           "version": profile["version"], "overrides": overrides or {}},
-        "package_versions": package_versions(),
-    }
-
-
 def dataset_label(profile: Profile) -> dict[str, str]:
     name = profile["dataset"]["name"]
     if name is None:
         source = profile["input_path"]
         name = source[len("hf://datasets/"):] if source.startswith("hf://datasets/") else Path(source).name
     return {"name": name, "split": profile["dataset"]["split"]}
+
+
+def _scored_models(ctx: StageContext, provenance: dict[str, Any],
+                   scoring: dict[str, Any]) -> dict[str, Any]:
+    """The models as 02_score recorded them, which must be those the provenance names: a
+    weights file replaced while the run went on would otherwise go unnoticed."""
+    stale = ("run 02_score again: its scores come from other models" if ctx.interactive
+             else "the models changed during the run, so it cannot be reported")
+    models = {}
+    for key in ("bertscore_hash", "bertscore_num_layers", "weights_sha256"):
+        # provenance.json of runs made before it named the models: scoring.json alone does
+        recorded = provenance.get(key, scoring[key])
+        if recorded != scoring[key]:
+            raise StageError(f"{ctx.artifact(SCORING_SUMMARY)}: {key} is {scoring[key]!r}, but "
+                             f"{ctx.artifact(PROVENANCE)} records {recorded!r}; " + stale)
+        models[key] = scoring[key]
+    return models
 
 
 def assemble_report(ctx: StageContext) -> dict[str, Any]:
@@ -261,12 +269,10 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
     if ctx.interactive or not ctx.artifact(PROVENANCE).exists():
         if not ctx.interactive:
             raise StageError(f"{ctx.artifact(PROVENANCE)} is missing: the runner writes it first")
-        provenance = run_provenance(ctx.profile)
+        provenance = run_provenance(ctx.profile, resolve_profile_models(ctx.profile))
     else:
         provenance = ctx.read_json(PROVENANCE)
-    provenance = {**provenance, "bertscore_hash": scoring["bertscore_hash"],
-                  "bertscore_num_layers": scoring["bertscore_num_layers"],
-                  "weights_sha256": scoring["weights_sha256"],
+    provenance = {**provenance, **_scored_models(ctx, provenance, scoring),
                   "shared_forward_pass": scoring["shared_forward_pass"],
                   # scoring.json of runs made before the device option: the CPU
                   "scoring_device": scoring.get("device", "cpu")}

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from evalbook.files import write_new
 from evalbook.index import RUN_DAY_GLOB, RUNNING_MARKER, running_marker
 from evalbook.models import resolve_profile_models
 from evalbook.params import (
@@ -49,8 +50,8 @@ from evalbook.params import (
     parse_override,
     resolved_values,
 )
-from evalbook.pipeline import PROVENANCE, run_provenance
-from evalbook.report import write_new
+from evalbook.pipeline import PROVENANCE
+from evalbook.provenance import run_provenance
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
@@ -282,6 +283,7 @@ class PlannedRun:
     local_root: Path
     run_dir: Path
     report_path: Path
+    provenance: dict[str, Any]
 
 
 def ensure_outputs_root(root: Path, key: str, origin: Path) -> None:
@@ -332,7 +334,7 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
     the run id is new on every date and in every env."""
     parsed = dict(parse_override(text) for text in overrides or [])
     profile = load_profile(params_path, parsed, override_root=Path.cwd())
-    resolve_profile_models(profile)
+    models = resolve_profile_models(profile)
     values = resolved_values(profile)
     bertscore = values["models"]["bertscore"]
     if bertscore["rescale_with_baseline"] and not Path(bertscore["baseline_path"]).is_file():
@@ -355,7 +357,7 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
     started = datetime.now(timezone.utc)
     run_dir = run_folder(local_root, profile["env"], run_id, started)
     return PlannedRun(profile, parsed, values, run_id, started, local_root, run_dir,
-                      run_dir.parent / f"{run_id}.json")
+                      run_dir.parent / f"{run_id}.json", run_provenance(profile, models, parsed))
 
 
 def run_pipeline(params_path: str, overrides: list[str] | None = None,
@@ -386,7 +388,7 @@ def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
             write_new(plan.run_dir / RUNNING_MARKER, running_marker(plan.started))
         values = {**plan.values, "run_id": plan.run_id}
         write_new(plan.run_dir / "params.yaml", yaml.safe_dump(values, sort_keys=False).encode("utf-8"))
-        provenance = run_provenance(plan.profile, plan.overrides)
+        provenance = plan.provenance
         write_new(plan.run_dir / PROVENANCE, json.dumps(provenance, indent=2).encode("utf-8"))
         failure = _run_with_judge_server(plan, result, log)
     except RunInterrupted as interrupted:
