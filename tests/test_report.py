@@ -10,9 +10,10 @@ from pathlib import Path
 
 import jsonschema
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
-from evalbook.load import read_canonical, write_canonical
+from evalbook.load import canonical_arrow, read_canonical
 from evalbook.report import (
     ReportError,
     build_report,
@@ -290,7 +291,7 @@ def test_report_from_parquet_round_tripped_canonical_table(tmp_path: Path):
     """The real pipeline reads the canonical table back from Parquet; a missing prediction or
     source must still become null in the report, never NaN."""
     path = tmp_path / "canonical.parquet"
-    write_canonical(canonical_frame(), path)
+    pq.write_table(canonical_arrow(canonical_frame()), path)  # as 01_load writes it
     report = make_report(canonical=read_canonical(path))
     assert report["examples"][4]["generated_answer"] is None
     assert report["examples"][3]["source"] is None

@@ -722,10 +722,5 @@ def canonical_arrow(table: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(table, schema=CANONICAL_SCHEMA, preserve_index=False)
 
 
-def write_canonical(table: pd.DataFrame, path: Path) -> None:
-    """Write the canonical table as Parquet with its fixed schema."""
-    pq.write_table(canonical_arrow(table), path)
-
-
 def read_canonical(path: Path) -> pd.DataFrame:
     return pq.read_table(path, schema=CANONICAL_SCHEMA).to_pandas()
