@@ -714,6 +714,18 @@ def test_locate_report_lists_several_matches(tmp_path):
     assert str(first) in str(raised.value) and str(second) in str(raised.value)
 
 
+def test_locate_report_by_an_id_prefix_of_8_characters(tmp_path):
+    report = make_report({"a": 0.5})
+    path = save(tmp_path, "local", "2026/11/30", report)
+    assert locate_report(report["run_id"][:8], tmp_path) == str(path)
+    with pytest.raises(ComparisonError, match=rf"no report for run id {report['run_id'][:7]}:"):
+        locate_report(report["run_id"][:7], tmp_path)
+    sharing = {**make_report({"a": 0.5}), "run_id": report["run_id"][:8] + "-0000-4000-8000-000000000000"}
+    save(tmp_path, "local", "2026/11/30", sharing)
+    with pytest.raises(ComparisonError, match=rf"prefix '{report['run_id'][:8]}' fits 2 runs"):
+        locate_report(report["run_id"][:8], tmp_path)
+
+
 def test_load_report_checks_the_schema_major_version(tmp_path):
     report = make_report({"a": 0.5})
     report["schema_version"] = "2.0"

@@ -6,10 +6,9 @@ import io
 from pathlib import Path
 
 import nbformat
-import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from evalbook.rundiff import RunNotFound, diff_runs, find_run_dir, notebook_diff, params_diff
+from evalbook.rundiff import diff_runs, notebook_diff, params_diff
 
 
 def make_run(root: Path, run_id: str, limit: int, day: str = "30") -> Path:
@@ -29,21 +28,6 @@ def make_run(root: Path, run_id: str, limit: int, day: str = "30") -> Path:
                                       "parameters": {"run_id": run_id}}
     nbformat.write(notebook, folder / "01_load.ipynb")
     return folder
-
-
-def test_find_run_dir_by_id_and_by_folder(tmp_path: Path):
-    folder = make_run(tmp_path, "run-a", 3)
-    assert find_run_dir("run-a", tmp_path) == folder
-    assert find_run_dir(str(folder), tmp_path) == folder.resolve()
-    with pytest.raises(RunNotFound, match="no run 'run-b'"):
-        find_run_dir("run-b", tmp_path)
-
-
-def test_a_run_id_in_two_folders_is_ambiguous(tmp_path: Path):
-    make_run(tmp_path, "run-a", 3, day="29")
-    make_run(tmp_path, "run-a", 3, day="30")
-    with pytest.raises(RunNotFound, match="several"):
-        find_run_dir("run-a", tmp_path)
 
 
 def test_params_diff_shows_the_changed_parameter(tmp_path: Path):

@@ -6,6 +6,9 @@
   stdout is the comparison JSON's location. Without runs, the two latest successful runs.
 - `diff <run id> <run id>`: the params diff and the nbdime diff of the executed notebooks.
 
+A run id may be shortened to its first 8 or more characters when no other run's id starts so;
+a prefix that several runs share is refused, listing them.
+
 Exit codes: 0 on success, 1 when a stage or an upload fails, 2 when the profile, an override, a
 model, the outputs root or a named run is unusable (found before anything is written), 130 when
 SIGINT (Ctrl-C) and 143 when SIGTERM stopped the command (128 + the signal, as a shell reports a
@@ -52,12 +55,13 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    from evalbook.layout import find_run_folder
     from evalbook.params import load_profile, local_outputs_root
-    from evalbook.rundiff import diff_runs, find_run_dir
+    from evalbook.rundiff import diff_runs
 
     profile = load_profile(args.params)
     root = local_outputs_root(profile)
-    a, b = (find_run_dir(ref, root) for ref in (args.a, args.b))
+    a, b = (find_run_folder(root, ref) for ref in (args.a, args.b))
     diff_runs(a, b, color=sys.stdout.isatty())
     return 0
 
@@ -74,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     compare = commands.add_parser("compare", help="compare two runs with 05_compare (a report, never a gate)")
     compare.add_argument("--params", default="params/default.yaml",
                          help="profile giving the outputs root and env to look runs up in")
-    compare.add_argument("--baseline", help="baseline run id, or report path / s3:// URL")
-    compare.add_argument("--candidate", help="candidate run id, or report path / s3:// URL")
+    compare.add_argument("--baseline",
+                         help="baseline run id (or its first 8+ characters), or report path / s3:// URL")
+    compare.add_argument("--candidate",
+                         help="candidate run id (or its first 8+ characters), or report path / s3:// URL")
     compare.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     compare.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
@@ -87,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
 
     diff = commands.add_parser("diff", help="params and notebook-source diff of two runs (nbdime)")
     diff.add_argument("--params", default="params/default.yaml", help="profile giving the outputs root")
-    diff.add_argument("a", help="run id (or run folder) A")
-    diff.add_argument("b", help="run id (or run folder) B")
+    diff.add_argument("a", help="run id, its first 8+ characters, or run folder A")
+    diff.add_argument("b", help="run id, its first 8+ characters, or run folder B")
     diff.set_defaults(handler=_diff)
     args = parser.parse_args(argv)
     try:
@@ -102,7 +108,7 @@ def _handle(args: argparse.Namespace) -> int:
     """Run the command; each failure the user can act on becomes one message and an exit code."""
     from evalbook.models import ModelUnavailableError
     from evalbook.params import ParamsError
-    from evalbook.rundiff import RunNotFound
+    from evalbook.layout import RunNotFound
     from evalbook.runner import PublishFailed, RunFailed, RunInterrupted
 
     try:

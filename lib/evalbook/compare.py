@@ -17,7 +17,6 @@ A comparison is a report for people to read; it never fails a pipeline.
 
 from __future__ import annotations
 
-import glob
 import json
 import math
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import pandas as pd
 
 from evalbook.escaping import escape_html
 from evalbook.files import write_atomically, write_new
+from evalbook.layout import RunNotFound, find_report
 from evalbook.params import is_remote
 from evalbook.report import SCHEMA_VERSION as REPORT_SCHEMA_VERSION
 from evalbook.stats import PERCENTILE_METHOD
@@ -71,56 +71,16 @@ class ComparisonError(ValueError):
 # ---------------------------------------------------------------- locating and loading reports
 
 def locate_report(ref: str, outputs_root: Path | str, env: str | None = None) -> str:
-    """The report a run id or a report location names.
+    """The report a run id, an id prefix of at least 8 characters or a report location names.
 
     A ref ending in `.json` is a report location used as is (a local file must exist). Anything
-    else is a run id, looked up as `<outputs_root>/<env or any env>/eval-runs/*/*/*/<run_id>.json`.
+    else is a run id or prefix, looked up under `<outputs_root>/<env or any env>/eval-runs/`
+    (evalbook.layout.find_report).
     """
-    ref = str(ref).strip()
-    if ref.startswith("file://"):
-        ref = ref[len("file://"):]
-    if ref.endswith(".json"):
-        if is_remote(ref):
-            return ref
-        path = Path(ref).expanduser()
-        if not path.is_file():
-            raise ComparisonError(f"report {path} does not exist")
-        return str(path)
-    if not ref or "/" in ref or "\\" in ref or "://" in ref:
-        raise ComparisonError(f"{ref!r} is neither a report location ending in .json nor a run id")
-    if is_remote(str(outputs_root)):
-        raise ComparisonError(
-            f"run id {ref}: finding a run by id needs a local outputs root, got {outputs_root}; "
-            f"pass the report's URL instead (ending in .json)")
-    root = Path(outputs_root)
-    pattern = f"{glob.escape(env) if env else '*'}/eval-runs/*/*/*/{glob.escape(ref)}"
-    looked = root / f"{pattern}.json"
-    reports = sorted(p for p in root.glob(f"{pattern}.json") if p.is_file())
-    if len(reports) == 1:
-        return str(reports[0])
-    if reports:
-        listed = "\n".join(f"  - {p}" for p in reports)
-        raise ComparisonError(f"run id {ref} matches {len(reports)} reports under {root}; "
-                              f"pass one report's path instead:\n{listed}")
-    folders = sorted(p for p in root.glob(pattern) if p.is_dir())
-    if folders:
-        raise ComparisonError(
-            f"run {ref} has a run folder but no report (looked for {looked}): "
-            + "; ".join(_run_state(folder) for folder in folders)
-            + ". The run did not reach 04_report; there is nothing to compare.")
-    missing_root = "" if root.is_dir() else f" (the folder {root} does not exist)"
-    raise ComparisonError(f"no report for run id {ref}: looked for {looked}{missing_root}")
-
-
-def _run_state(folder: Path) -> str:
-    """What the run folder's run.json says about how the run ended, for an error message."""
     try:
-        record = json.loads((folder / "run.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        return f"{folder} holds no readable run.json"
-    failed = [s["stage"] for s in record.get("stages", []) if s.get("status") != "succeeded"]
-    stage = f", first unfinished stage {failed[0]}" if failed else ""
-    return f"{folder}/run.json says status {record.get('status')!r}{stage}"
+        return find_report(outputs_root, ref, env)
+    except RunNotFound as error:
+        raise ComparisonError(str(error)) from None
 
 
 def load_report(location: str) -> dict[str, Any]:

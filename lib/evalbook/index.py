@@ -1,6 +1,6 @@
 """The index of every run under an outputs root: one static page, `<outputs_root>/index.html`.
 
-A run is a folder `<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>/` (see runner.py);
+A run is a folder `<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>/` (evalbook.layout);
 its report, when the run succeeded, is `<run_id>.json` beside the folder. The page needs no
 script and fetches nothing: inline CSS, links relative to the page, every value from the data
 escaped by evalbook.escaping.
@@ -19,6 +19,7 @@ from urllib.parse import quote
 from evalbook.escaping import escape_html
 from evalbook.files import write_atomically
 from evalbook.html import noinput_path
+from evalbook.layout import COMPARISONS_DIR, RUN_DAY_GLOB, report_path, run_env, run_folders
 
 INDEX_NAME = "index.html"
 REPORT_NOTEBOOK = "04_report.ipynb"
@@ -30,11 +31,6 @@ RUNNING_MARKER = "RUNNING"
 START_TIME_TOLERANCE_SECONDS = 0.05
 UNREADABLE = "unreadable"
 MISSING = "\u2014"
-# the day folders of the run layout, `<env>/eval-runs/<yyyy>/<mm>/<dd>`, under an outputs root
-RUN_DAY_GLOB = "*/eval-runs/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]"
-_RUN_GLOB = f"{RUN_DAY_GLOB}/*/"
-# Run comparisons (05_compare) live beside the candidate run in this folder; they are not runs.
-COMPARISONS_DIR = "comparisons"
 
 
 def _field(data: Any, *keys: str) -> Any:
@@ -163,12 +159,12 @@ def _report_fields(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _links(run_dir: Path, report_path: Path, summary: dict[str, Any] | None) -> dict[str, Path]:
+def _links(run_dir: Path, report_file: Path, summary: dict[str, Any] | None) -> dict[str, Path]:
     """The run's files worth opening, by label; only files that exist."""
     report_notebook = run_dir / REPORT_NOTEBOOK
     candidates = {"report": report_notebook.with_suffix(".html"),
                   "report, no code": noinput_path(report_notebook),
-                  "JSON": report_path,
+                  "JSON": report_file,
                   "run.json": run_dir / "run.json"}
     for stage in (summary or {}).get("stages") or []:
         if isinstance(stage, dict) and stage.get("status") == "failed" and stage.get("html"):
@@ -178,11 +174,11 @@ def _links(run_dir: Path, report_path: Path, summary: dict[str, Any] | None) -> 
 
 
 def _run_row(run_dir: Path) -> dict[str, Any]:
-    env = run_dir.parents[4].name
-    report_path = run_dir.parent / f"{run_dir.name}.json"
-    row: dict[str, Any] = {"run_id": run_dir.name, "env": env, "run_dir": run_dir, "started_at": None,
-                           "status": RUNNING_OR_CRASHED, "reason": None, "report": None,
-                           "dataset": {}, "models": {}, "judge_label": None, "k": None, "metrics": {}}
+    report_file = report_path(run_dir)
+    row: dict[str, Any] = {"run_id": run_dir.name, "env": run_env(run_dir), "run_dir": run_dir,
+                           "started_at": None, "status": RUNNING_OR_CRASHED, "reason": None,
+                           "report": None, "dataset": {}, "models": {}, "judge_label": None,
+                           "k": None, "metrics": {}}
     summary, problem = None, None
     if (run_dir / "run.json").is_file():
         summary, problem = _read_json(run_dir / "run.json", "run.json")
@@ -194,21 +190,21 @@ def _run_row(run_dir: Path) -> dict[str, Any]:
             row["status"] = str(summary["status"])
         if row["status"] in ("failed", "interrupted"):
             row["reason"] = _failure_reason(run_dir, summary)
-        elif row["status"] == "succeeded" and not report_path.is_file():
-            row["reason"] = f"the report {report_path.name} is missing"
+        elif row["status"] == "succeeded" and not report_file.is_file():
+            row["reason"] = f"the report {report_file.name} is missing"
     elif problem is not None:
         row.update(status=UNREADABLE, reason=problem)
     else:
         row["status"], row["reason"] = marker_state(run_dir)
     if row["started_at"] is None:
         row["started_at"] = _started_without_summary(run_dir)
-    if report_path.is_file():
-        report, problem = _read_json(report_path, "report JSON")
+    if report_file.is_file():
+        report, problem = _read_json(report_file, "report JSON")
         if report is None:
             row.update(status=UNREADABLE, reason=problem)
         else:
-            row.update(report=report_path, **_report_fields(report))
-    row["links"] = _links(run_dir, report_path, summary)
+            row.update(report=report_file, **_report_fields(report))
+    row["links"] = _links(run_dir, report_file, summary)
     return row
 
 
@@ -224,8 +220,7 @@ def collect_runs(outputs_root: Path) -> list[dict[str, Any]]:
     metrics (headline means; judge metrics as "judge:<name>") and links (label -> existing file).
     """
     outputs_root = Path(outputs_root)
-    rows = [_run_row(path) for path in outputs_root.glob(_RUN_GLOB)
-            if path.is_dir() and path.name != COMPARISONS_DIR]
+    rows = [_run_row(path) for path in run_folders(outputs_root)]
     return sorted(rows, key=lambda row: (row["started_at"], row["run_id"]), reverse=True)
 
 

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from evalbook import load as load_module
 from evalbook.files import write_atomically
+from evalbook.layout import interactive_folder, report_path
 from evalbook.models import resolve_profile_models
 from evalbook.params import Profile, judge_cache_path, load_profile, local_outputs_root
 from evalbook.provenance import run_provenance
@@ -82,14 +83,14 @@ class StageContext:
     def report_path(self) -> Path:
         if self.interactive:
             return self.run_dir / "report.json"
-        return self.run_dir.parent / f"{self.run_id}.json"
+        return report_path(self.run_dir, self.run_id)
 
 
 def open_stage(params_path: str, run_dir: str | None = None, run_id: str | None = None) -> StageContext:
     """Load and validate the profile and settle where this stage reads and writes."""
     profile = load_profile(params_path)
     if run_dir is None:
-        folder = local_outputs_root(profile) / profile["env"] / "interactive"
+        folder = interactive_folder(local_outputs_root(profile), profile["env"])
         folder.mkdir(parents=True, exist_ok=True)
         return StageContext(profile, folder, run_id or profile["run_id"] or str(uuid.uuid4()), True)
     folder = Path(run_dir)

@@ -24,26 +24,6 @@ from evalbook.runner import STAGES
 _HEADER_TIME = re.compile(r"^((?:---|\+\+\+) \S+)\s+\d{4}-\d\d-\d\d[ T][\d:.]+\s*$", re.MULTILINE)
 
 
-class RunNotFound(LookupError):
-    """A run id or folder that names no run under the outputs root."""
-
-
-def find_run_dir(ref: str, local_root: Path, env: str | None = None) -> Path:
-    """The run folder of `ref`: a run folder path, or a run id looked up under the outputs root."""
-    as_path = Path(ref)
-    if as_path.is_dir() and (as_path / "params.yaml").is_file():
-        return as_path.resolve()
-    envs = env or "*"
-    matches = sorted(local_root.glob(f"{envs}/eval-runs/*/*/*/{ref}"))
-    matches = [m for m in matches if m.is_dir()]
-    if not matches:
-        raise RunNotFound(f"no run {ref!r} under {local_root}/{envs}/eval-runs/<yyyy>/<mm>/<dd>/")
-    if len(matches) > 1:
-        listed = "\n".join(f"  {m}" for m in matches)
-        raise RunNotFound(f"run id {ref!r} matches several run folders:\n{listed}")
-    return matches[0]
-
-
 def params_diff(a: Path, b: Path) -> list[str]:
     """Unified diff lines of two runs' resolved params (run_id and paths included)."""
     left, right = a / "params.yaml", b / "params.yaml"

@@ -1,6 +1,6 @@
 """Run the notebook pipeline with Papermill into one write-once run folder.
 
-Layout of a run (`<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/`):
+Layout of a run (`<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/`, evalbook.layout):
 - `<run_id>.json`: the report, written by 04_report only when every stage succeeded;
 - `<run_id>/`: `params.yaml` (the resolved profile), `provenance.json`, the canonical and scored
   tables, each executed notebook and its self-contained HTML (the report also without code),
@@ -39,7 +39,9 @@ from urllib.parse import urlsplit
 import yaml
 
 from evalbook.files import write_new
-from evalbook.index import RUN_DAY_GLOB, RUNNING_MARKER, running_marker
+from evalbook.index import RUNNING_MARKER, running_marker
+from evalbook.layout import (comparisons_folder, comparisons_url, existing_run, latest_reports,
+                             remote_comparisons_folder, report_path, run_folder)
 from evalbook.models import resolve_profile_models
 from evalbook.params import (
     ParamsError,
@@ -166,10 +168,6 @@ class RunResult:
     published: list[str] = field(default_factory=list)
     # the step running now: "judge server start" or a stage, named in run.json if interrupted
     current_stage: str | None = None
-
-
-def run_folder(outputs_root: Path, env: str, run_id: str, started: datetime) -> Path:
-    return outputs_root / env / "eval-runs" / f"{started:%Y}" / f"{started:%m}" / f"{started:%d}" / run_id
 
 
 def _quote_failure(stage: str, notebook: Path, error: Exception) -> str:
@@ -308,12 +306,6 @@ def ensure_outputs_root(root: Path, key: str, origin: Path) -> None:
                           f"give {key} a folder you can write") from error
 
 
-def existing_run(local_root: Path, run_id: str) -> Path | None:
-    """A run folder or report named `run_id` under `local_root`, on any date and in any env."""
-    return min([*local_root.glob(f"{RUN_DAY_GLOB}/{run_id}"),
-                *local_root.glob(f"{RUN_DAY_GLOB}/{run_id}.json")], default=None)
-
-
 def _check_remote_root(profile: Profile, run_id: str, log: TextIO) -> None:
     """Refuse, before anything is written, an S3 root that cannot be used or already holds the run."""
     from evalbook.storage import StorageError, check_remote_root
@@ -357,7 +349,7 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
     started = datetime.now(timezone.utc)
     run_dir = run_folder(local_root, profile["env"], run_id, started)
     return PlannedRun(profile, parsed, values, run_id, started, local_root, run_dir,
-                      run_dir.parent / f"{run_id}.json", run_provenance(profile, models, parsed))
+                      report_path(run_dir), run_provenance(profile, models, parsed))
 
 
 def run_pipeline(params_path: str, overrides: list[str] | None = None,
@@ -500,16 +492,12 @@ class ComparisonRun:
 
 def latest_pair(local_root: Path, env: str) -> tuple[str, str]:
     """Report paths of the two latest successful runs of `env`: (baseline, candidate)."""
-    from evalbook.index import collect_runs
-
-    runs = [run for run in collect_runs(local_root)
-            if run.get("env") == env and run.get("status") == "succeeded" and run.get("report")]
-    runs.sort(key=lambda run: run["started_at"])
+    runs = latest_reports(local_root, env, 2)
     if len(runs) < 2:
         raise RunFailed(f"comparing the latest runs needs two successful runs of env {env!r} under "
                         f"{local_root}; found {len(runs)}. Run `make run` twice (for example once "
                         "with a changed parameter), or name them: --baseline/--candidate")
-    return str(runs[-2]["report"]), str(runs[-1]["report"])
+    return str(runs[0]), str(runs[1])
 
 
 def run_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None,
@@ -540,10 +528,8 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     comparison_id = (f"{baseline_id[:8]}-vs-{candidate_id[:8]}-{created:%Y%m%dT%H%M%SZ}-"
                      f"{uuid.uuid4().hex[:4]}")
     remote = is_remote(candidate_location)
-    from evalbook.index import COMPARISONS_DIR
-
-    parent = (local_root / profile["env"] / COMPARISONS_DIR if remote
-              else Path(candidate_location).parent / COMPARISONS_DIR)
+    parent = (remote_comparisons_folder(local_root, profile["env"]) if remote
+              else comparisons_folder(Path(candidate_location)))
     output_dir, comparison_path = parent / comparison_id, parent / f"{comparison_id}.json"
     if output_dir.exists() or comparison_path.exists():
         raise RunFailed(f"comparison {comparison_id} already exists at {output_dir}")
@@ -574,7 +560,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     if remote:
         from evalbook.storage import StorageError, publish_run
 
-        remote_parent = candidate_location.rsplit("/", 1)[0] + "/" + COMPARISONS_DIR
+        remote_parent = comparisons_url(candidate_location)
         try:
             publish_run(output_dir, comparison_path, parent, remote_parent)
         except StorageError as error:
