@@ -754,3 +754,16 @@ def test_load_report_reads_s3_through_storage(monkeypatch):
     monkeypatch.setitem(sys.modules, "evalbook.storage", types.SimpleNamespace(read_bytes=read_bytes))
     assert load_report("s3://bucket/runs/r.json") == report
     assert asked == ["s3://bucket/runs/r.json"]
+
+
+def test_compare_with_a_run_that_cannot_be_found_exits_2_with_one_line(tmp_path, capsys):
+    from evalbook.__main__ import main
+
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(f"extends: {Path(__file__).resolve().parents[1] / 'params' / 'default.yaml'}\noutputs_root: {tmp_path / 'outputs'}\n")
+    code = main(["compare", "--params", str(profile), "--baseline", "0f4a3c2e-no-such-run",
+                 "--candidate", "9b1d7e6a-no-such-run"])
+    error = capsys.readouterr().err
+    assert code == 2, error
+    assert error.startswith("evalbook: ") and "0f4a3c2e-no-such-run" in error
+    assert "Traceback" not in error

@@ -40,8 +40,8 @@ import yaml
 
 from evalbook.files import write_new
 from evalbook.index import RUNNING_MARKER, running_marker
-from evalbook.layout import (comparisons_folder, comparisons_url, existing_run, latest_reports,
-                             remote_comparisons_folder, report_path, run_folder)
+from evalbook.layout import (RunNotFound, comparisons_folder, comparisons_url, existing_run,
+                             latest_reports, remote_comparisons_folder, report_path, run_folder)
 from evalbook.models import resolve_profile_models
 from evalbook.params import (
     ParamsError,
@@ -511,7 +511,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     """
     import papermill
 
-    from evalbook.compare import load_report, locate_report
+    from evalbook.compare import ComparisonError, load_report, locate_report
 
     profile = load_profile(params_path)
     local_root = local_outputs_root(profile)
@@ -519,10 +519,13 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
         raise RunFailed("give both --baseline and --candidate, or neither to compare the two latest runs")
     if baseline is None:
         baseline, candidate = latest_pair(local_root, profile["env"])
-    baseline_location = locate_report(baseline, local_root, profile["env"])
-    candidate_location = locate_report(candidate, local_root, profile["env"])
-    baseline_id = load_report(baseline_location)["run_id"]
-    candidate_id = load_report(candidate_location)["run_id"]
+    try:
+        baseline_location = locate_report(baseline, local_root, profile["env"])
+        candidate_location = locate_report(candidate, local_root, profile["env"])
+        baseline_id = load_report(baseline_location)["run_id"]
+        candidate_id = load_report(candidate_location)["run_id"]
+    except ComparisonError as error:  # a named run that cannot be used: exit 2, before any write
+        raise RunNotFound(str(error)) from error
     created = datetime.now(timezone.utc)
     # the time, and a random suffix so that two comparisons started in one second never collide
     comparison_id = (f"{baseline_id[:8]}-vs-{candidate_id[:8]}-{created:%Y%m%dT%H%M%SZ}-"
