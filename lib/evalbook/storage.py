@@ -47,6 +47,10 @@ TEMPORARY_FILE = re.compile(r"^\..+\.tmp$")
 logger = logging.getLogger(__name__)
 
 
+NO_CREDENTIALS = ("no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+                  "AWS_PROFILE with ~/.aws/config (evalbook takes no credentials as parameters)")
+
+
 class StorageError(RuntimeError):
     """A report root that cannot be read or written; the message names the URL and the cause."""
 
@@ -128,24 +132,37 @@ def _client_error(error: BaseException) -> botocore.exceptions.ClientError | Non
     return None
 
 
+def _error_code(error: BaseException) -> tuple[str, str] | None:
+    """The S3 error code and message behind `error`, or None when S3 sent no error response."""
+    response = _client_error(error)
+    if response is None:
+        return None
+    details = response.response.get("Error", {})
+    return details.get("Code", ""), details.get("Message", str(response))
+
+
+def _unanswered(error: Exception, what: str, filesystem: s3fs.S3FileSystem) -> StorageError | None:
+    """The StorageError for a request about `what` that S3 never answered: no credentials, no
+    connection, or a failure without an S3 error response. None when S3 answered."""
+    if isinstance(error, botocore.exceptions.NoCredentialsError):
+        return StorageError(f"cannot {what}: {NO_CREDENTIALS}")
+    if isinstance(error, botocore.exceptions.EndpointConnectionError):
+        return StorageError(f"cannot {what}: could not connect to the S3 endpoint "
+                            f"{_endpoint(filesystem)} ({error})")
+    if _error_code(error) is None:
+        return StorageError(f"cannot {what} at {_endpoint(filesystem)}: {type(error).__name__}: {error}")
+    return None
+
+
 def _storage_error(error: Exception, action: str, url: str,
                    filesystem: s3fs.S3FileSystem) -> StorageError:
     """A StorageError that says what went wrong with `action` ('PutObject'/'GetObject') on `url`."""
     bucket, key = _s3_location(url)
     verb = "write" if action == "PutObject" else "read"
-    if isinstance(error, botocore.exceptions.NoCredentialsError):
-        return StorageError(f"cannot {verb} {url}: no AWS credentials found; set AWS_ACCESS_KEY_ID "
-                            "and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with ~/.aws/config "
-                            "(evalbook takes no credentials as parameters)")
-    if isinstance(error, botocore.exceptions.EndpointConnectionError):
-        return StorageError(f"cannot {verb} {url}: could not connect to the S3 endpoint "
-                            f"{_endpoint(filesystem)} ({error})")
-    response = _client_error(error)
-    if response is None:
-        return StorageError(f"cannot {verb} {url} at {_endpoint(filesystem)}: "
-                            f"{type(error).__name__}: {error}")
-    code = response.response.get("Error", {}).get("Code", "")
-    message = response.response.get("Error", {}).get("Message", str(response))
+    unanswered = _unanswered(error, f"{verb} {url}", filesystem)
+    if unanswered is not None:
+        return unanswered
+    code, message = _error_code(error)
     if code == "NoSuchBucket":
         return StorageError(f"cannot {verb} key {key!r} in bucket {bucket!r}: the bucket does not "
                             f"exist at {_endpoint(filesystem)}; evalbook never creates buckets, so "
@@ -286,16 +303,13 @@ def check_remote_root(remote_root: str, run_id: str, run_id_given: bool) -> str 
     """
     bucket, prefix = _root_location(remote_root)
     if not _has_credentials():
-        raise StorageError(f"cannot write {remote_root}: no AWS credentials found; set "
-                           "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with "
-                           "~/.aws/config (evalbook takes no credentials as parameters)")
+        raise StorageError(f"cannot write {remote_root}: {NO_CREDENTIALS}")
     filesystem = _s3_filesystem()
     listing = f"s3://{bucket}/{prefix}"
     try:
         existing = _runs_with_id(filesystem, bucket, prefix, run_id)
     except Exception as error:  # noqa: BLE001 - every failure becomes a StorageError or a note
-        response = _client_error(error)
-        code = response.response.get("Error", {}).get("Code", "") if response is not None else ""
+        code, _ = _error_code(error) or ("", "")
         if code not in ("AccessDenied", "AllAccessDisabled"):
             raise _listing_error(error, listing, filesystem) from error
         unchecked = (f"whether run {run_id} already exists under {remote_root} could not be "
@@ -315,17 +329,10 @@ def check_remote_root(remote_root: str, run_id: str, run_id_given: bool) -> str 
 def _listing_error(error: Exception, listing: str, filesystem: s3fs.S3FileSystem) -> StorageError:
     """A StorageError saying why listing `listing` (`s3://bucket/prefix/`) failed."""
     bucket = urlsplit(listing).netloc
-    if isinstance(error, botocore.exceptions.NoCredentialsError):
-        return StorageError(f"cannot list {listing}: no AWS credentials found")
-    if isinstance(error, botocore.exceptions.EndpointConnectionError):
-        return StorageError(f"cannot list {listing}: could not connect to the S3 endpoint "
-                            f"{_endpoint(filesystem)} ({error})")
-    response = _client_error(error)
-    if response is None:
-        return StorageError(f"cannot list {listing} at {_endpoint(filesystem)}: "
-                            f"{type(error).__name__}: {error}")
-    code = response.response.get("Error", {}).get("Code", "")
-    message = response.response.get("Error", {}).get("Message", str(response))
+    unanswered = _unanswered(error, f"list {listing}", filesystem)
+    if unanswered is not None:
+        return unanswered
+    code, message = _error_code(error)
     if code == "NoSuchBucket":
         return StorageError(f"the bucket {bucket!r} does not exist at {_endpoint(filesystem)}; "
                             "evalbook never creates buckets, so create it or correct outputs_root")
