@@ -353,11 +353,13 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
 
 
 def run_pipeline(params_path: str, overrides: list[str] | None = None,
-                 log: TextIO = sys.stderr) -> RunResult:
+                 log: TextIO | None = None) -> RunResult:
     """Validate the profile and its models, then run every stage; raise RunFailed on a failure.
 
-    SIGINT and SIGTERM stop the run in order (RunInterrupted): see `_record_interrupted`.
+    SIGINT and SIGTERM stop the run in order (RunInterrupted): see `_record_interrupted`. The
+    log is `sys.stderr` as it is at the call, not at import (pytest swaps it per test).
     """
+    log = log or sys.stderr
     with interrupts_raised():
         try:
             plan = plan_run(params_path, overrides, log)
@@ -502,7 +504,7 @@ def latest_pair(local_root: Path, env: str) -> tuple[str, str]:
 
 def run_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None,
                    notebook_parameters: dict[str, Any] | None = None,
-                   log: TextIO = sys.stderr) -> ComparisonRun:
+                   log: TextIO | None = None) -> ComparisonRun:
     """Run 05_compare with Papermill on two runs (run ids or report paths/URLs).
 
     Without either run, the two latest successful runs of the profile's env are compared. The
@@ -512,6 +514,8 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     import papermill
 
     from evalbook.compare import ComparisonError, load_report, locate_report
+
+    log = log or sys.stderr
 
     profile = load_profile(params_path)
     local_root = local_outputs_root(profile)
