@@ -1,8 +1,9 @@
 """The exact prompts the judge sends, byte for byte, for every metric and structured-output mode.
 
-The expected strings in judge_prompts_golden.json were written by the judge before its metrics
-moved behind the judged-metric protocol and its instructions and transcript formatting moved
-into the templates; the prompts must not change when code moves. The rows carry what could
+The expected strings in judge_prompts_golden.json, with each request's schema and cache key
+parts, were written by the judge before its metrics moved behind the judged-metric protocol and
+its instructions and transcript formatting moved into the templates; the prompts must not change
+when code moves. The rows carry what could
 break the rendering: block markers, `$` placeholders, template syntax, braces, newlines, a
 multi-turn conversation, and a conversation read back from Parquet.
 """
@@ -17,6 +18,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from evalbook.judge.client import JudgeRequest
 from evalbook.judge.stage import build_requests, templates_for
 from evalbook.load import canonical_arrow, read_canonical
 from evalbook.params import load_profile
@@ -72,27 +74,49 @@ def judge_config(mode: str) -> dict:
     return config
 
 
-def prompts(rows: pd.DataFrame, mode: str) -> dict[str, str]:
+def requests(rows: pd.DataFrame, mode: str) -> dict[str, JudgeRequest]:
     config = judge_config(mode)
-    return {f"{mode}/{r.metric}/{r.example_id}": r.prompt
+    return {f"{mode}/{r.metric}/{r.example_id}": r
             for r in build_requests(rows, config, templates_for(config))}
 
 
-def all_prompts(tmp_path: Path) -> dict[str, str]:
+def prompts(rows: pd.DataFrame, mode: str) -> dict[str, str]:
+    return {key: request.prompt for key, request in requests(rows, mode).items()}
+
+
+def all_requests(tmp_path: Path) -> dict[str, JudgeRequest]:
     rows = read_back(table(), tmp_path)
-    return {key: prompt for mode in MODES for key, prompt in prompts(rows, mode).items()}
+    return {key: request for mode in MODES for key, request in requests(rows, mode).items()}
+
+
+def shape(request: JudgeRequest) -> dict:
+    """What a request holds besides its prompt; the template's sha256 changes with its text."""
+    parts = {k: v for k, v in request.key_parts.items() if k != "template_sha256"}
+    return {"schema": request.schema, "key_parts": parts}
+
+
+def golden() -> dict:
+    return json.loads(GOLDEN.read_text("utf-8"))
 
 
 def test_the_prompts_are_byte_identical_to_the_golden_ones(tmp_path):
-    golden = json.loads(GOLDEN.read_text("utf-8"))
-    produced = all_prompts(tmp_path)
-    assert sorted(produced) == sorted(golden)
-    for key in golden:
-        assert produced[key] == golden[key], key
+    expected = golden()["prompts"]
+    produced = {key: request.prompt for key, request in all_requests(tmp_path).items()}
+    assert sorted(produced) == sorted(expected)
+    for key in expected:
+        assert produced[key] == expected[key], key
+
+
+def test_the_schemas_and_key_parts_are_the_golden_ones(tmp_path):
+    expected = golden()["requests"]
+    produced = {key: shape(request) for key, request in all_requests(tmp_path).items()}
+    assert sorted(produced) == sorted(expected)
+    for key in expected:
+        assert produced[key] == expected[key], key
 
 
 def test_the_golden_set_covers_every_metric_mode_and_row():
-    keys = [key.split("/") for key in json.loads(GOLDEN.read_text("utf-8"))]
+    keys = [key.split("/") for key in golden()["prompts"]]
     assert {mode for mode, _, _ in keys} == set(MODES)
     assert {metric for _, metric, _ in keys} == {"groundedness", "relevance", "criteria"}
     assert {example for _, _, example in keys} == {r[0] for r in ROWS}
