@@ -621,16 +621,18 @@ def test_a_report_with_the_judge_validates(config, cache):
     assert examples["e1"]["judge"]["label"] == outcome.models_judge["label"]
 
 
-def test_criteria_are_judged_against_the_whole_conversation_when_there_is_one():
-    from evalbook.judge import criteria
-
+def test_criteria_are_judged_against_the_whole_conversation_when_there_is_one(config):
     turns = [{"role": "user", "content": "Hi, about parking."}, {"role": "assistant", "content": "Which zone?"},
              {"role": "user", "content": "Zone B."}, {"role": "assistant", "content": "Zone B permits cost £40."}]
-    fields = criteria.prompt_fields("Zone B.", "Zone B permits cost £40.", ["Asks at most one question."], turns)
-    assert fields["transcript"] == ("USER: Hi, about parking.\nASSISTANT: Which zone?\n"
-                                    "USER: Zone B.\nASSISTANT: Zone B permits cost £40.")
-    single = criteria.prompt_fields("Q?", "A.", ["g"])
-    assert single["transcript"] == "USER: Q?\nASSISTANT: A."
+    table = canonical([("talk", "Zone B permits cost £40.", "EnterpriseSearchPolicy"),
+                       ("single", "A.", "EnterpriseSearchPolicy")])
+    table["conversation"] = pd.Series([turns, None], dtype=object)
+    prompts = {r.example_id: r.prompt for r in build_requests(table, config, templates_for(config))
+               if r.metric == "criteria"}
+    assert ("<<<TRANSCRIPT\nUSER: Hi, about parking.\nASSISTANT: Which zone?\n"
+            "USER: Zone B.\nASSISTANT: Zone B permits cost £40.\nTRANSCRIPT>>>") in prompts["talk"]
+    assert ("<<<TRANSCRIPT\nUSER: When are the bins collected in town single?\nASSISTANT: A.\n"
+            "TRANSCRIPT>>>") in prompts["single"]
 
 
 def test_relevance_embeds_every_judged_question_in_one_call(config, cache):

@@ -6,13 +6,15 @@ question and the answer.
 The judge returns, for every criterion, whether the assistant met it and why. The example's
 score is the share of criteria met: 0-1, higher is better; each criterion's own pass rate is
 reported too. A reply that skips or reorders criteria is unscored.
+
+The module implements the judged-metric protocol (`protocol.JudgedMetric`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from evalbook.judge.score import Score
+from evalbook.judge.score import Score, ratio_fields
 
 NAME = "criteria"
 METRIC_VERSION = 1
@@ -42,10 +44,22 @@ def transcript(question: str, answer: str, conversation: Sequence[dict[str, str]
     return f"USER: {question}\nASSISTANT: {answer}"
 
 
-def prompt_fields(question: str, answer: str, goals: Sequence[str],
-                  conversation: Sequence[dict[str, str]] | None = None) -> dict[str, str]:
-    listed = "\n".join(f"{number}. {goal}" for number, goal in enumerate(goals, start=1))
-    return {"transcript": transcript(question, answer, conversation), "criteria": listed}
+def goals_of(config: dict[str, Any]) -> list[str]:
+    return list(config["metrics"]["criteria"]["goals"])
+
+
+def reply_schema(config: dict[str, Any]) -> dict[str, Any]:
+    return schema(len(goals_of(config)))
+
+
+def prompt_fields(row: Any, answer: str, config: dict[str, Any]) -> dict[str, Any]:
+    listed = "\n".join(f"{number}. {goal}" for number, goal in enumerate(goals_of(config), start=1))
+    conversation = getattr(row, "conversation", None)
+    return {"transcript": transcript(row.question, answer, conversation), "criteria": listed}
+
+
+def texts_to_embed(parsed: dict[str, Any], row: Any) -> list[str]:
+    return []
 
 
 def criteria_score(met: Sequence[bool]) -> Score:
@@ -55,9 +69,24 @@ def criteria_score(met: Sequence[bool]) -> Score:
     return Score(sum(bool(m) for m in met) / len(met))
 
 
-def score_reply(parsed: dict[str, Any], goals: Sequence[str]) -> tuple[Score, dict[str, Any]]:
+def score_reply(parsed: dict[str, Any], row: Any, config: dict[str, Any], embed) -> tuple[Score, dict[str, Any]]:
+    goals = goals_of(config)
     entries = parsed["criteria"]
     if [e["criterion"] for e in entries] != list(range(1, len(goals) + 1)):
         return Score.unscored("the reply does not list every criterion once, in order"), {"criteria": entries}
     detail = [{"criterion": goal, "met": e["met"], "rationale": e["rationale"]} for goal, e in zip(goals, entries)]
     return criteria_score([e["met"] for e in entries]), {"criteria": detail}
+
+
+def record_fields(detail: dict[str, Any], threshold: float) -> dict[str, Any]:
+    return ratio_fields(len(detail.get("criteria", [])), threshold)
+
+
+def summary_fields(entries: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
+    """Each goal's pass rate over the scored examples."""
+    per_goal = {}
+    for index, goal in enumerate(goals_of(config)):
+        verdicts = [e["criteria"][index]["met"] for e in entries
+                    if e["score"] is not None and len(e.get("criteria", [])) > index]
+        per_goal[goal] = {"pass_rate": (sum(verdicts) / len(verdicts)) if verdicts else None, "n": len(verdicts)}
+    return {"per_criterion": per_goal}

@@ -5,13 +5,15 @@ One judge call splits the answer into self-contained statements and gives each a
 supported / total: 0-1, higher is better. An answer split into no statement is unscored.
 The judge decides how many statements there are, so a 2-statement answer can only score
 0, 1/2 or 1 (see score.threshold_reading).
+
+The module implements the judged-metric protocol (`protocol.JudgedMetric`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from evalbook.judge.score import Score
+from evalbook.judge.score import Score, ratio_fields
 
 NAME = "groundedness"
 METRIC_VERSION = 1
@@ -47,11 +49,27 @@ def groundedness_score(verdicts: Sequence[int]) -> Score:
     return Score(sum(verdicts) / len(verdicts))
 
 
-def prompt_fields(answer: str, ground_truth: str) -> dict[str, str]:
-    return {"answer": answer, "ground_truth": ground_truth}
+def reply_schema(config: dict[str, Any]) -> dict[str, Any]:
+    return SCHEMA
 
 
-def score_reply(parsed: dict[str, Any]) -> tuple[Score, dict[str, Any]]:
+def prompt_fields(row: Any, answer: str, config: dict[str, Any]) -> dict[str, Any]:
+    return {"answer": answer, "ground_truth": getattr(row, config["ground_truth_column"])}
+
+
+def texts_to_embed(parsed: dict[str, Any], row: Any) -> list[str]:
+    return []
+
+
+def score_reply(parsed: dict[str, Any], row: Any, config: dict[str, Any], embed) -> tuple[Score, dict[str, Any]]:
     statements = parsed["statements"]
     return groundedness_score([s["verdict"] for s in statements]), {
         "n_statements": len(statements), "statements": statements}
+
+
+def record_fields(detail: dict[str, Any], threshold: float) -> dict[str, Any]:
+    return ratio_fields(detail.get("n_statements", 0), threshold)
+
+
+def summary_fields(entries: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
+    return {}

@@ -5,6 +5,8 @@ would address. Those questions and the user's question are embedded; the score i
 cosine similarity between the user's question and each invented question: -1 to 1, higher is
 better, sign kept. A confidently wrong answer to the right question still scores high;
 relevance catches evasion and drift, not fabrication.
+
+The module implements the judged-metric protocol (`protocol.JudgedMetric`).
 """
 
 from __future__ import annotations
@@ -43,12 +45,28 @@ def relevance_score(question_embedding: np.ndarray, generated_embeddings: np.nda
     return Score(float(similarities.mean()))
 
 
-def prompt_fields(answer: str, n_questions: int) -> dict[str, str]:
-    return {"answer": answer, "n_questions": str(n_questions)}
+def reply_schema(config: dict[str, Any]) -> dict[str, Any]:
+    return schema(config["metrics"]["relevance"]["n_questions"])
 
 
-def score_reply(parsed: dict[str, Any], question: str, embed) -> tuple[Score, dict[str, Any]]:
+def prompt_fields(row: Any, answer: str, config: dict[str, Any]) -> dict[str, Any]:
+    return {"answer": answer, "n_questions": str(config["metrics"]["relevance"]["n_questions"])}
+
+
+def texts_to_embed(parsed: dict[str, Any], row: Any) -> list[str]:
+    return [row.question, *parsed["questions"]]
+
+
+def score_reply(parsed: dict[str, Any], row: Any, config: dict[str, Any], embed) -> tuple[Score, dict[str, Any]]:
     """Score a parsed reply; `embed(texts) -> array` is the pinned embedding model."""
     questions: Sequence[str] = parsed["questions"]
-    vectors = embed([question, *questions])
+    vectors = embed(texts_to_embed(parsed, row))
     return relevance_score(vectors[0], vectors[1:]), {"generated_questions": list(questions)}
+
+
+def record_fields(detail: dict[str, Any], threshold: float) -> dict[str, Any]:
+    return {}
+
+
+def summary_fields(entries: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
+    return {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 PLACEHOLDER_THRESHOLD = 0.5  # the engine fallback of the seeds: a placeholder, not a recommendation
 
@@ -25,6 +26,13 @@ def score_levels(n: int) -> list[Fraction]:
     if n < 0:
         raise ValueError(f"n must be at least 0, got {n}")
     return [Fraction(k, n) for k in range(n + 1)] if n else []
+
+
+def ratio_fields(n: int, threshold: float) -> dict[str, Any]:
+    """The record fields of a ratio over n items: the levels it can take, and the threshold read
+    against them."""
+    return {"score_levels": [str(level) for level in score_levels(n)],
+            "threshold_reading": threshold_reading(n, threshold)}
 
 
 def threshold_reading(n: int, threshold: float) -> str:

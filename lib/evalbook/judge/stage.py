@@ -18,16 +18,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from evalbook.judge import criteria, groundedness, relevance
 from evalbook.judge.cache import JudgeCache
 from evalbook.judge.client import JudgeClient, JudgeReply, JudgeRequest, JudgeSettings, RunStats
 from evalbook.judge.parsing import Unparsed, parse_reply
 from evalbook.judge.prompts import PromptTemplate, load_template
-from evalbook.judge.score import PLACEHOLDER_THRESHOLD, Score, score_levels, threshold_reading
+from evalbook.judge.protocol import JUDGED_METRICS, JudgedMetric
+from evalbook.judge.score import PLACEHOLDER_THRESHOLD, Score
 from evalbook.stats import summarize
 
-METRIC_MODULES = {"groundedness": groundedness, "relevance": relevance, "criteria": criteria}
-METRICS = tuple(METRIC_MODULES)
 MISSING_SOURCE = "(missing)"
 
 
@@ -60,16 +58,26 @@ def settings_from(config: dict[str, Any]) -> JudgeSettings:
         max_retries=config["max_retries"], concurrency=config["concurrency"])
 
 
-def enabled_metrics(config: dict[str, Any]) -> list[str]:
-    return [m for m in METRICS if config["metrics"][m]["enabled"]]
+def by_name(metrics: Sequence[JudgedMetric]) -> dict[str, JudgedMetric]:
+    return {metric.NAME: metric for metric in metrics}
 
 
-def templates_for(config: dict[str, Any]) -> dict[str, PromptTemplate]:
-    return {m: load_template(*METRIC_MODULES[m].PROMPT) for m in enabled_metrics(config)}
+def enabled(config: dict[str, Any], metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> list[JudgedMetric]:
+    return [metric for metric in metrics if config["metrics"][metric.NAME]["enabled"]]
+
+
+def enabled_metrics(config: dict[str, Any], metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> list[str]:
+    return [metric.NAME for metric in enabled(config, metrics)]
+
+
+def templates_for(config: dict[str, Any],
+                  metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> dict[str, PromptTemplate]:
+    return {metric.NAME: load_template(*metric.PROMPT) for metric in enabled(config, metrics)}
 
 
 def describe_judge(config: dict[str, Any], templates: dict[str, PromptTemplate],
-                   fingerprints: Sequence[str] = ()) -> dict[str, Any]:
+                   fingerprints: Sequence[str] = (),
+                   metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> dict[str, Any]:
     """models.judge for the report; its label hashes everything that defines the judge.
 
     The server's system_fingerprint is recorded but not hashed into the label: it is known
@@ -81,7 +89,7 @@ def describe_judge(config: dict[str, Any], templates: dict[str, PromptTemplate],
         "temperature": settings.temperature, "seed": settings.seed, "max_tokens": settings.max_tokens,
         "structured_output": settings.structured_output,
         "prompts": {m: {"id": t.id, "sha256": t.sha256} for m, t in templates.items()},
-        "metric_versions": {m: METRIC_MODULES[m].METRIC_VERSION for m in templates},
+        "metric_versions": {m: by_name(metrics)[m].METRIC_VERSION for m in templates},
         "relevance_embedding": config["embedding"]["name"],
         "criteria": list(config["metrics"]["criteria"]["goals"]),
         "ground_truth_column": config["ground_truth_column"],
@@ -147,51 +155,42 @@ def select(table: pd.DataFrame, config: dict[str, Any], seed: int) -> Selection:
 
 # ---------------------------------------------------------------- requests and scoring
 
-def build_requests(rows: pd.DataFrame, config: dict[str, Any],
-                   templates: dict[str, PromptTemplate]) -> list[JudgeRequest]:
+def build_requests(rows: pd.DataFrame, config: dict[str, Any], templates: dict[str, PromptTemplate],
+                   metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> list[JudgeRequest]:
     """One request per (example, metric); empty answers get none (they are unscored as empty)."""
     settings = settings_from(config)
-    goals = config["metrics"]["criteria"]["goals"]
-    n_questions = config["metrics"]["relevance"]["n_questions"]
+    named = by_name(metrics)
     requests = []
     for row in rows.itertuples(index=False):
         answer = row.generated_answer.strip()
         if not answer:
             continue
-        for metric, template in templates.items():
-            if metric == "groundedness":
-                fields = groundedness.prompt_fields(answer, getattr(row, config["ground_truth_column"]))
-                schema = groundedness.SCHEMA
-            elif metric == "relevance":
-                fields, schema = relevance.prompt_fields(answer, n_questions), relevance.schema(n_questions)
-            else:
-                conversation = getattr(row, "conversation", None)
-                fields = criteria.prompt_fields(row.question, answer, goals, conversation)
-                schema = criteria.schema(len(goals))
-            prompt = template.render(**fields)
+        for name, template in templates.items():
+            metric = named[name]
+            schema = metric.reply_schema(config)
+            prompt = template.render(**metric.prompt_fields(row, answer, config))
             if settings.structured_output == "json_instructions":
                 prompt += "\n\nThe JSON must match this JSON Schema:\n" + json.dumps(schema)
             key_parts = {"model": settings.model, "base_url": settings.base_url,
                          "template_sha256": template.sha256, "sampling": settings.sampling(),
-                         "metric": metric, "metric_version": METRIC_MODULES[metric].METRIC_VERSION}
-            requests.append(JudgeRequest(metric=metric, example_id=row.id, prompt=prompt,
+                         "metric": name, "metric_version": metric.METRIC_VERSION}
+            requests.append(JudgeRequest(metric=name, example_id=row.id, prompt=prompt,
                                          schema=schema, key_parts=key_parts))
     return requests
 
 
 def score_one(metric: str, reply: JudgeReply, row: Any, config: dict[str, Any],
-              embed: Callable[[list[str]], np.ndarray]) -> tuple[Score, dict[str, Any]]:
+              embed: Callable[[list[str]], np.ndarray] | None,
+              metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> tuple[Score, dict[str, Any]]:
+    """The score of one reply to the metric named `metric`: unscored when the call failed or
+    the reply does not parse."""
     if reply.error is not None:
         return Score.unscored(f"judge call failed: {reply.error}"), {}
     try:
         parsed = parse_reply(reply.text, reply.request.schema, reply.finish_reason)
     except Unparsed as failure:
         return Score.unscored(failure.reason), {"raw_reply": failure.raw}
-    if metric == "groundedness":
-        return groundedness.score_reply(parsed)
-    if metric == "relevance":
-        return relevance.score_reply(parsed, row.question, embed)
-    return criteria.score_reply(parsed, config["metrics"]["criteria"]["goals"])
+    return by_name(metrics)[metric].score_reply(parsed, row, config, embed)
 
 
 def threshold_of(config: dict[str, Any], metric: str) -> tuple[float, bool]:
@@ -199,15 +198,12 @@ def threshold_of(config: dict[str, Any], metric: str) -> tuple[float, bool]:
     return (PLACEHOLDER_THRESHOLD, True) if value is None else (float(value), False)
 
 
-def metric_record(metric: str, score: Score, detail: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    threshold, _ = threshold_of(config, metric)
-    record = {"score": score.value, "unscored_reason": score.reason,
-              "passed": None if score.value is None else score.value >= threshold, **detail}
-    if metric in ("groundedness", "criteria"):
-        n = detail.get("n_statements", len(detail.get("criteria", [])))
-        record["score_levels"] = [str(level) for level in score_levels(n)]
-        record["threshold_reading"] = threshold_reading(n, threshold)
-    return record
+def metric_record(metric: JudgedMetric, score: Score, detail: dict[str, Any],
+                  config: dict[str, Any]) -> dict[str, Any]:
+    threshold, _ = threshold_of(config, metric.NAME)
+    return {"score": score.value, "unscored_reason": score.reason,
+            "passed": None if score.value is None else score.value >= threshold, **detail,
+            **metric.record_fields(detail, threshold)}
 
 
 # ---------------------------------------------------------------- the summary
@@ -222,17 +218,18 @@ def cost_of(stats, prices: dict[str, float] | None) -> float | str:
 
 
 def summarise(records: dict[str, dict[str, Any]], selection: Selection, config: dict[str, Any],
-              stats: RunStats, label: str) -> dict[str, Any]:
-    metrics = {}
+              stats: RunStats, label: str, metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> dict[str, Any]:
+    summaries = {}
     totals = Counter()
-    for metric in enabled_metrics(config):
+    for judged_metric in enabled(config, metrics):
+        metric = judged_metric.NAME
         entries = [r[metric] for r in records.values() if r.get("status") == "judged"]
         scores = [e["score"] for e in entries]
         summary = summarize(scores)
         threshold, placeholder = threshold_of(config, metric)
         scored = [s for s in scores if s is not None]
         metric_stats = stats.metric(metric)
-        metrics[metric] = {
+        summaries[metric] = {
             "label": label,
             "mean": summary["mean"], "p10": summary["p10"], "p50": summary["p50"], "p90": summary["p90"],
             "n_scored": summary["n"], "n_unscored": summary["n_missing"],
@@ -242,18 +239,11 @@ def summarise(records: dict[str, dict[str, Any]], selection: Selection, config: 
             "calls": metric_stats.calls, "cache_hits": metric_stats.cache_hits, "errors": metric_stats.errors,
             "prompt_tokens": metric_stats.prompt_tokens, "completion_tokens": metric_stats.completion_tokens,
             "cost_usd": cost_of(metric_stats, config.get("prices")),
+            **judged_metric.summary_fields(entries, config),
         }
-        if metric == "criteria":
-            per_goal = {}
-            for index, goal in enumerate(config["metrics"]["criteria"]["goals"]):
-                verdicts = [e["criteria"][index]["met"] for e in entries
-                            if e["score"] is not None and len(e.get("criteria", [])) > index]
-                per_goal[goal] = {"pass_rate": (sum(verdicts) / len(verdicts)) if verdicts else None,
-                                  "n": len(verdicts)}
-            metrics[metric]["per_criterion"] = per_goal
         for key in ("calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens"):
-            totals[key] += metrics[metric][key]
-    costs = [m["cost_usd"] for m in metrics.values()]
+            totals[key] += summaries[metric][key]
+    costs = [m["cost_usd"] for m in summaries.values()]
     n_eligible = selection.eligibility["n_eligible"]
     return {
         "status": "ran", "reason": None, "label": label, "note": config.get("note"),
@@ -261,7 +251,7 @@ def summarise(records: dict[str, dict[str, Any]], selection: Selection, config: 
         "sampling": {"sample_size": config["sample_size"], "seed": config["sample_seed"],
                      "n_judged": len(selection.judged_ids),
                      "fraction_of_eligible_judged": len(selection.judged_ids) / n_eligible},
-        "metrics": metrics,
+        "metrics": summaries,
         "totals": {**{k: int(totals[k]) for k in ("calls", "cache_hits", "errors", "prompt_tokens",
                                                   "completion_tokens")},
                    "cost_usd": "unknown" if any(c == "unknown" for c in costs) else float(sum(costs))},
@@ -303,19 +293,21 @@ def openai_embedder(settings: JudgeSettings, model_name: str) -> Callable[[list[
 EMBED_BATCH = 256  # texts per embedding call (OpenAI's endpoint takes up to 2,048 inputs)
 
 
-def relevance_texts(rows: pd.DataFrame, by_key: dict[tuple[str, str], JudgeReply]) -> list[str]:
-    """Every text relevance will embed: each judged question and the questions the judge wrote
-    for it, from the replies that parse."""
+def texts_to_embed(rows: pd.DataFrame, by_key: dict[tuple[str, str], JudgeReply],
+                   metrics: Sequence[JudgedMetric]) -> list[str]:
+    """Every text the metrics will embed to score the replies that parse (for relevance, each
+    judged question and the questions the judge wrote for it)."""
     texts: list[str] = []
     for row in rows.itertuples(index=False):
-        reply = by_key.get((row.id, relevance.NAME))
-        if reply is None or reply.error is not None:
-            continue
-        try:
-            parsed = parse_reply(reply.text, reply.request.schema, reply.finish_reason)
-        except Unparsed:
-            continue
-        texts.extend([row.question, *parsed["questions"]])
+        for metric in metrics:
+            reply = by_key.get((row.id, metric.NAME))
+            if reply is None or reply.error is not None:
+                continue
+            try:
+                parsed = parse_reply(reply.text, reply.request.schema, reply.finish_reason)
+            except Unparsed:
+                continue
+            texts.extend(metric.texts_to_embed(parsed, row))
     return texts
 
 
@@ -345,14 +337,16 @@ def batched_embedder(texts: Sequence[str], embed: Callable[[list[str]], np.ndarr
 
 def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
                 embed: Callable[[list[str]], np.ndarray] | None, seed: int, http_transport=None,
-                progress: Callable[[JudgeReply, RunStats], None] | None = None) -> JudgeOutcome:
-    """Judge the eligible (sampled) examples of a canonical table."""
+                progress: Callable[[JudgeReply, RunStats], None] | None = None,
+                metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> JudgeOutcome:
+    """Judge the eligible (sampled) examples of a canonical table on each enabled metric."""
     selection = select(table, config, seed)
-    templates = templates_for(config)
+    judged_metrics = enabled(config, metrics)
+    templates = templates_for(config, judged_metrics)
     client = JudgeClient(settings_from(config), cache, http_transport)
     rows = table.set_index("id", drop=False)
     judged_rows = rows.loc[selection.judged_ids]
-    requests = build_requests(judged_rows, config, templates)
+    requests = build_requests(judged_rows, config, templates, judged_metrics)
     replies = client.run(requests, None if progress is None else (lambda r: progress(r, client.stats)))
     by_key = {(r.request.example_id, r.request.metric): r for r in replies}
 
@@ -361,20 +355,20 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
         records[example_id] = {"status": "not_eligible"}
     for example_id in selection.not_sampled_ids:
         records[example_id] = {"status": "not_sampled"}
-    if embed is not None and relevance.NAME in templates:
-        embed = batched_embedder(relevance_texts(judged_rows, by_key), embed)
+    if embed is not None:
+        embed = batched_embedder(texts_to_embed(judged_rows, by_key, judged_metrics), embed)
     for row in judged_rows.itertuples(index=False):
         record: dict[str, Any] = {"status": "judged"}
-        for metric in templates:
-            reply = by_key.get((row.id, metric))
+        for metric in judged_metrics:
+            reply = by_key.get((row.id, metric.NAME))
             if reply is None:
                 score, detail = Score.unscored("empty answer: nothing to judge"), {}
             else:
-                score, detail = score_one(metric, reply, row, config, embed)
-            record[metric] = metric_record(metric, score, detail, config)
+                score, detail = score_one(metric.NAME, reply, row, config, embed, judged_metrics)
+            record[metric.NAME] = metric_record(metric, score, detail, config)
         records[row.id] = record
-    models_judge = describe_judge(config, templates, sorted(client.stats.system_fingerprints))
+    models_judge = describe_judge(config, templates, sorted(client.stats.system_fingerprints), judged_metrics)
     for record in records.values():
         record["label"] = models_judge["label"]
-    summary = summarise(records, selection, config, client.stats, models_judge["label"])
+    summary = summarise(records, selection, config, client.stats, models_judge["label"], judged_metrics)
     return JudgeOutcome(records=records, summary=summary, models_judge=models_judge)
