@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -135,3 +136,38 @@ def test_data_is_never_read_as_template_syntax(tmp_path, mode):
         if "/hostile" in key and "/criteria/" not in key:
             assert "{{ 7*7 }} {% for x in range(3) %}x{% endfor %}" in prompt, key
             assert "Costs $answer and ${ground_truth} or $$5" in prompt, key
+
+
+UNTRUSTED = re.compile(r"UNTRUSTED-\w+")
+
+
+def outside_blocks(prompt: str) -> list[str]:
+    """Each UNTRUSTED-... text in `prompt` that does not sit between an opening `<<<` and a
+    closing `>>>`."""
+    outside = []
+    for found in UNTRUSTED.finditer(prompt):
+        before = [m.group(0) for m in re.finditer(r"<<<|>>>", prompt[:found.start()])]
+        after = re.search(r"<<<|>>>", prompt[found.end():])
+        if not before or before[-1] != "<<<" or after is None or after.group(0) != ">>>":
+            outside.append(found.group(0))
+    return outside
+
+
+def test_the_block_check_finds_data_outside_a_block():
+    assert outside_blocks("<<<A\nUNTRUSTED-a\nA>>> UNTRUSTED-b <<<B\nUNTRUSTED-c") == ["UNTRUSTED-b", "UNTRUSTED-c"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_untrusted_data_only_ever_sits_inside_a_data_block(tmp_path, mode):
+    turns = [{"role": "user", "content": "UNTRUSTED-turn1"}, {"role": "assistant", "content": "UNTRUSTED-turn2"}]
+    frame = table().iloc[:2].assign(
+        question=["UNTRUSTED-question", "UNTRUSTED-question"], reference_answer="UNTRUSTED-truth",
+        generated_answer="UNTRUSTED-answer", conversation=pd.Series([turns, None], dtype=object))
+    config = judge_config(mode)
+    config["metrics"]["criteria"]["goals"] = ["UNTRUSTED-goal1", "UNTRUSTED-goal2"]
+    seen = set()
+    for request in build_requests(read_back(frame, tmp_path), config, templates_for(config)):
+        assert outside_blocks(request.prompt) == [], (request.metric, request.example_id)
+        seen.update(UNTRUSTED.findall(request.prompt))
+    assert seen == {"UNTRUSTED-question", "UNTRUSTED-truth", "UNTRUSTED-answer", "UNTRUSTED-turn1",
+                    "UNTRUSTED-turn2", "UNTRUSTED-goal1", "UNTRUSTED-goal2"}

@@ -548,7 +548,7 @@ def test_describe_judge_pins_the_judge(config):
     assert description["model"] == config["model"]
     assert description["base_url_host"] == "127.0.0.1:8080"
     assert description["temperature"] == 0.0 and description["seed"] == 0
-    assert description["prompts"]["groundedness"] == {"id": "groundedness-v1",
+    assert description["prompts"]["groundedness"] == {"id": "groundedness-v2",
                                                       "sha256": templates["groundedness"].sha256}
     assert description["relevance_embedding"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert description["system_fingerprint"] == ["fp_1", "fp_2"]

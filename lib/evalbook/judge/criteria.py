@@ -18,7 +18,7 @@ from evalbook.judge.score import Score, ratio_fields
 
 NAME = "criteria"
 METRIC_VERSION = 1
-PROMPT = ("criteria", 1)
+PROMPT = ("criteria", 2)
 
 
 def schema(n_criteria: int) -> dict[str, Any]:
@@ -36,12 +36,14 @@ def schema(n_criteria: int) -> dict[str, Any]:
     }
 
 
-def transcript(question: str, answer: str, conversation: Sequence[dict[str, str]] | None = None) -> str:
-    """The text the criteria are judged against: the whole conversation when the data has one
-    (its turns in order, ending with the judged answer), else the question and the answer."""
+def transcript(question: str, answer: str,
+               conversation: Sequence[dict[str, str]] | None = None) -> list[dict[str, str]]:
+    """The turns the criteria are judged against: the whole conversation when the data has one
+    (its turns in order, ending with the judged answer), else the question and the answer.
+    The template lays them out."""
     if conversation is not None and len(conversation):
-        return "\n".join(f"{turn['role'].upper()}: {turn['content']}" for turn in conversation)
-    return f"USER: {question}\nASSISTANT: {answer}"
+        return [{"role": turn["role"], "content": turn["content"]} for turn in conversation]
+    return [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
 
 
 def goals_of(config: dict[str, Any]) -> list[str]:
@@ -53,9 +55,8 @@ def reply_schema(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def prompt_fields(row: Any, answer: str, config: dict[str, Any]) -> dict[str, Any]:
-    listed = "\n".join(f"{number}. {goal}" for number, goal in enumerate(goals_of(config), start=1))
     conversation = getattr(row, "conversation", None)
-    return {"transcript": transcript(row.question, answer, conversation), "criteria": listed}
+    return {"transcript": transcript(row.question, answer, conversation), "criteria": goals_of(config)}
 
 
 def texts_to_embed(parsed: dict[str, Any], row: Any) -> list[str]:

@@ -17,7 +17,7 @@ from evalbook.judge.score import Score, ratio_fields
 
 NAME = "groundedness"
 METRIC_VERSION = 1
-PROMPT = ("groundedness", 1)
+PROMPT = ("groundedness", 2)
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,

@@ -29,7 +29,9 @@ class JudgedMetric(Protocol):
         """The JSON Schema the judge's reply must match."""
 
     def prompt_fields(self, row: Any, answer: str, config: dict[str, Any]) -> dict[str, Any]:
-        """The template's data for one row; `answer` is its generated answer, stripped."""
+        """The template's data for one row; `answer` is its generated answer, stripped. The stage
+        adds `json_instructions` (true in that structured-output mode) and `reply_schema` (the
+        reply schema as JSON text)."""
 
     def texts_to_embed(self, parsed: dict[str, Any], row: Any) -> list[str]:
         """The texts `score_reply` will embed, so that the stage can embed them in batches."""

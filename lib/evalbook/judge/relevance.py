@@ -20,7 +20,7 @@ from evalbook.similarity import cosine_matrix
 
 NAME = "relevance"
 METRIC_VERSION = 1
-PROMPT = ("relevance", 1)
+PROMPT = ("relevance", 2)
 
 
 def schema(n_questions: int) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def reply_schema(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def prompt_fields(row: Any, answer: str, config: dict[str, Any]) -> dict[str, Any]:
-    return {"answer": answer, "n_questions": str(config["metrics"]["relevance"]["n_questions"])}
+    return {"answer": answer, "n_questions": config["metrics"]["relevance"]["n_questions"]}
 
 
 def texts_to_embed(parsed: dict[str, Any], row: Any) -> list[str]:

@@ -168,9 +168,9 @@ def build_requests(rows: pd.DataFrame, config: dict[str, Any], templates: dict[s
         for name, template in templates.items():
             metric = named[name]
             schema = metric.reply_schema(config)
-            prompt = template.render(**metric.prompt_fields(row, answer, config))
-            if settings.structured_output == "json_instructions":
-                prompt += "\n\nThe JSON must match this JSON Schema:\n" + json.dumps(schema)
+            prompt = template.render(**metric.prompt_fields(row, answer, config),
+                                     json_instructions=settings.structured_output == "json_instructions",
+                                     reply_schema=json.dumps(schema))
             key_parts = {"model": settings.model, "base_url": settings.base_url,
                          "template_sha256": template.sha256, "sampling": settings.sampling(),
                          "metric": name, "metric_version": metric.METRIC_VERSION}
