@@ -152,7 +152,7 @@ def main() -> None:
     delay = args.delay_ms / 1000
 
     from evalbook.judge.stage import enabled_metrics
-    from evalbook.models import resolve_model
+    from evalbook.score.models import resolve_model
     from evalbook.params import load_profile
     from evalbook.pipeline import StageContext, relevance_embedder
 

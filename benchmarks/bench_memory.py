@@ -52,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bench_scoring import evalbook_scorer
-    from evalbook.scoring import score_answers
+    from evalbook.score.scoring import score_answers
 
     record = provenance()
     with tempfile.TemporaryDirectory(prefix="evalbook-bench-memory-") as work:

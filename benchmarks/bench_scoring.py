@@ -16,7 +16,7 @@ model loading is timed apart.
   an empty embedding cache when evalbook has one);
 - warm: the same in a new process after the cold run, with 10% of the answers changed
   (needs evalbook's embedding cache);
-- ray: evalbook's Ray engine (needs `evalbook.engines`); its peak memory sums the driver and
+- ray: evalbook's Ray engine (needs `evalbook.score.engines`); its peak memory sums the driver and
   every Ray process it started.
 
     make bench                                          # 2,000 pairs -> outputs/bench/latest.json
@@ -146,8 +146,8 @@ def bench_profile(batch_size: int | None, cache_dir: Path, enable_cache: bool = 
 
 def evalbook_scorer(batch_size: int | None, cache_dir: Path, enable_cache: bool = True):
     """(AnswerScorer, profile) from `bench_profile`, built as the 02_score stage builds it."""
-    from evalbook.models import resolve_profile_models
-    from evalbook.scoring import AnswerScorer
+    from evalbook.score.models import resolve_profile_models
+    from evalbook.score.scoring import AnswerScorer
 
     profile = bench_profile(batch_size, cache_dir, enable_cache)
     return AnswerScorer.from_profile(profile, resolve_profile_models(profile)), profile
@@ -156,14 +156,14 @@ def evalbook_scorer(batch_size: int | None, cache_dir: Path, enable_cache: bool 
 def ray_engine():
     """evalbook's Ray engine module, or None and the reason it is missing."""
     try:
-        engines = importlib.import_module("evalbook.engines")
+        engines = importlib.import_module("evalbook.score.engines")
     except ModuleNotFoundError as error:
         if error.name and error.name.startswith("evalbook"):
-            return None, "evalbook.engines does not exist yet"
+            return None, "evalbook.score.engines does not exist yet"
         raise
     if not hasattr(engines, "run_on_ray"):
-        return None, "evalbook.engines has no run_on_ray"
-    return engines, "evalbook.engines.run_on_ray"
+        return None, "evalbook.score.engines has no run_on_ray"
+    return engines, "evalbook.score.engines.run_on_ray"
 
 
 # ---------------------------------------------------------------- one method, in its own process
@@ -175,7 +175,7 @@ def timed(function):
 
 
 def bertscore_folder() -> Path:
-    from evalbook.models import resolve_profile_models
+    from evalbook.score.models import resolve_profile_models
     from evalbook.params import load_profile
 
     return resolve_profile_models(load_profile(DEFAULT_PROFILE))["bertscore"].folder
@@ -303,7 +303,7 @@ def run_worker(args) -> None:
 
 # ---------------------------------------------------------------- the table
 
-def summarise(pairs: int, seconds: dict[str, float | None]) -> dict[str, Any]:
+def summarize(pairs: int, seconds: dict[str, float | None]) -> dict[str, Any]:
     """Pairs/s per method, the ratios between methods and whether each target is met.
 
     Speed-ups are (slower seconds / faster seconds); `cold_vs_floor_slowdown` is cold's
@@ -331,7 +331,7 @@ def summarise(pairs: int, seconds: dict[str, float | None]) -> dict[str, Any]:
 def format_table(pairs: int, results: dict[str, dict[str, Any]]) -> str:
     """The printed table: one row per method (the peer's two calls under it), then the targets."""
     seconds = {m: r.get("seconds") for m, r in results.items()}
-    summary = summarise(pairs, seconds)
+    summary = summarize(pairs, seconds)
     lines = [f"{'method':<42}{'seconds':>9}{'pairs/s':>10}{'peak MB':>9}{'vs peer':>9}{'vs floor':>9}"]
 
     def row(label: str, s: float | None, peak: float | None) -> str:
@@ -422,7 +422,7 @@ def main() -> None:
         agreed = agreement(Path(work))
 
     seconds = {m: (r["seconds"] if r.get("status") == "ok" else None) for m, r in results.items()}
-    summary = summarise(pairs, seconds)
+    summary = summarize(pairs, seconds)
     threads = sorted({r["torch_threads"] for r in results.values() if "torch_threads" in r})
     distinct = len({t.strip() for t in (*answers, *references)})
     print(f"{pairs} pairs (references and perturbed answers), {distinct} distinct texts, "

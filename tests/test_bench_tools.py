@@ -145,7 +145,7 @@ def test_judge_throughput_is_compared_with_concurrency_over_delay():
 
 
 def test_scoring_ratios_and_targets_by_hand():
-    summary = bench_scoring.summarise(100, {"floor": 10.0, "peer": 30.0, "cold": 12.0, "warm": 2.0,
+    summary = bench_scoring.summarize(100, {"floor": 10.0, "peer": 30.0, "cold": 12.0, "warm": 2.0,
                                             "ray": None})
     assert summary["floor_pairs_per_s"] == pytest.approx(10.0)
     assert summary["peer_pairs_per_s"] == pytest.approx(100 / 30)
@@ -154,7 +154,7 @@ def test_scoring_ratios_and_targets_by_hand():
     assert summary["ratios"]["cold_vs_floor_slowdown"] == pytest.approx(1.2)
     assert summary["ratios"]["warm_vs_cold_speedup"] == pytest.approx(6.0)
     assert all(target["met"] is True for target in summary["targets"].values())
-    slower = bench_scoring.summarise(100, {"floor": 10.0, "peer": 30.0, "cold": 17.0, "warm": None})
+    slower = bench_scoring.summarize(100, {"floor": 10.0, "peer": 30.0, "cold": 17.0, "warm": None})
     assert slower["targets"]["cold_vs_peer_speedup"]["met"] is False  # 30 / 17 = 1.76
     assert slower["targets"]["cold_vs_floor_slowdown"]["met"] is False  # 1.7
     assert slower["targets"]["warm_vs_cold_speedup"]["met"] is None

@@ -7,6 +7,7 @@ import json
 import sys
 import types
 import uuid
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,26 +15,27 @@ import numpy as np
 import pytest
 
 import hostile
-from evalbook.compare import (
+from evalbook.compare import ComparisonError
+from evalbook.compare.document import (
     CI_METHOD,
-    ComparisonError,
-    bootstrap_mean_ci,
     build_comparison,
+    pair_examples,
+    validate_comparison,
+    write_comparison,
+)
+from evalbook.compare.settings import DEFAULTS
+from evalbook.compare.tables import (
     comparability_notes,
     deltas_frame,
-    direction_fractions,
-    load_report,
-    locate_report,
     metric_table,
-    pair_examples,
-    paired_deltas,
     regressions_heading,
     regressions_styled,
     regressions_table,
     runs_frame,
-    validate_comparison,
-    write_comparison,
 )
+from evalbook.layout import RunNotFound, find_report
+from evalbook.report.reader import ReportUnreadable, read_report
+from evalbook.stats import bootstrap_mean_ci, direction_fractions, paired_deltas
 from evalbook.validation import comparison_schema, validate_report
 from evalbook.stats import summarize
 
@@ -158,7 +160,8 @@ def ids_of(n: int) -> list[str]:
 
 def compare(baseline: dict, candidate: dict, **options) -> dict:
     doc = build_comparison(baseline, candidate, baseline_location="baseline.json",
-                           candidate_location="candidate.json", created_at=CREATED, **options)
+                           candidate_location="candidate.json", created_at=CREATED,
+                           settings=replace(DEFAULTS, **options))
     validate_comparison(doc)
     return doc
 
@@ -218,7 +221,7 @@ def test_an_unchanged_run_gives_zero_delta():
 def test_pure_noise_gives_a_ci_around_zero():
     deltas = np.random.default_rng(3).normal(0.0, 0.05, 400)
     deltas -= deltas.mean()
-    low, high = bootstrap_mean_ci(deltas, seed=0)
+    low, high = bootstrap_mean_ci(deltas, seed=0, resamples=2000, confidence=0.95)
     assert low < 0 < high
 
 
@@ -226,7 +229,8 @@ def test_the_ci_narrows_as_n_grows():
     rng = np.random.default_rng(11)
     widths = []
     for n in (25, 250, 2500):
-        low, high = bootstrap_mean_ci(rng.normal(0.05, 0.1, n), resamples=1000, seed=0)
+        low, high = bootstrap_mean_ci(rng.normal(0.05, 0.1, n), resamples=1000, seed=0,
+                                      confidence=0.95)
         widths.append(high - low)
     assert widths[0] > widths[1] > widths[2]
     # the standard error falls as 1/sqrt(n): ten times the data, about a third of the width
@@ -235,8 +239,11 @@ def test_the_ci_narrows_as_n_grows():
 
 def test_the_seed_fixes_the_ci():
     deltas = np.random.default_rng(5).normal(0.02, 0.1, 60)
-    assert bootstrap_mean_ci(deltas, seed=4) == bootstrap_mean_ci(deltas, seed=4)
-    assert bootstrap_mean_ci(deltas, seed=4) != bootstrap_mean_ci(deltas, seed=5)
+    def interval(seed):
+        return bootstrap_mean_ci(deltas, seed=seed, resamples=2000, confidence=0.95)
+
+    assert interval(4) == interval(4)
+    assert interval(4) != interval(5)
 
 
 def test_the_ci_matches_a_direct_numpy_percentile_bootstrap():
@@ -251,7 +258,7 @@ def test_the_ci_matches_a_direct_numpy_percentile_bootstrap():
 def test_the_ci_agrees_with_scipys_percentile_bootstrap():
     stats = pytest.importorskip("scipy.stats")
     deltas = np.random.default_rng(21).normal(0.03, 0.1, 80)
-    ours = bootstrap_mean_ci(deltas, resamples=20000, seed=0)
+    ours = bootstrap_mean_ci(deltas, resamples=20000, seed=0, confidence=0.95)
     theirs = stats.bootstrap((deltas,), np.mean, n_resamples=20000, method="percentile",
                              confidence_level=0.95, rng=np.random.default_rng(1)).confidence_interval
     width = ours[1] - ours[0]
@@ -262,19 +269,19 @@ def test_the_ci_agrees_with_scipys_percentile_bootstrap():
 def test_two_deltas_zero_and_one_give_the_hand_computed_interval():
     # resample means of [0, 1] are 0, 1/2, 1 with probabilities 1/4, 1/2, 1/4: the 2.5% and
     # 97.5% quantiles of many resample means are 0 and 1
-    assert bootstrap_mean_ci([0.0, 1.0], resamples=4000, seed=0) == (0.0, 1.0)
+    assert bootstrap_mean_ci([0.0, 1.0], resamples=4000, seed=0, confidence=0.95) == (0.0, 1.0)
 
 
 def test_bootstrap_edge_cases():
-    assert bootstrap_mean_ci([0.25], resamples=50, seed=0) == (0.25, 0.25)
+    assert bootstrap_mean_ci([0.25], resamples=50, seed=0, confidence=0.95) == (0.25, 0.25)
     with pytest.raises(ValueError, match="non-empty"):
-        bootstrap_mean_ci([], seed=0)
+        bootstrap_mean_ci([], seed=0, resamples=2000, confidence=0.95)
     with pytest.raises(ValueError, match="confidence"):
-        bootstrap_mean_ci([0.1, 0.2], confidence=1.0)
+        bootstrap_mean_ci([0.1, 0.2], confidence=1.0, resamples=2000, seed=0)
     with pytest.raises(ValueError, match="resamples"):
-        bootstrap_mean_ci([0.1, 0.2], resamples=0)
+        bootstrap_mean_ci([0.1, 0.2], resamples=0, seed=0, confidence=0.95)
     with pytest.raises(ValueError, match="finite"):
-        bootstrap_mean_ci([0.1, float("nan")])
+        bootstrap_mean_ci([0.1, float("nan")], resamples=2000, seed=0, confidence=0.95)
 
 
 # ---------------------------------------------------------------- fractions and paired values
@@ -617,8 +624,8 @@ def test_the_notebook_tables():
     assert table.loc["bertscore_f1", "delta"] == pytest.approx(-0.05)
     assert "95% CI low" in table.columns
     grounded = regressions_table(doc, "groundedness")
-    assert grounded["baseline_judge"].iloc[0] == "✓ base:e000 statement"
-    assert grounded["candidate_judge"].iloc[0] == "✗ cand:e000 statement"
+    assert grounded["baseline_judge"].iloc[0] == "✓ base:e000 statement — base:e000 justification"
+    assert grounded["candidate_judge"].iloc[0] == "✗ cand:e000 statement — cand:e000 justification"
     assert "baseline_judge" not in regressions_table(doc, "bertscore_f1").columns
     with pytest.raises(ComparisonError, match="'rank': it was not compared"):
         regressions_table(doc, "rank")
@@ -670,80 +677,80 @@ def save(root: Path, env: str, day: str, report: dict) -> Path:
     return path
 
 
-def test_locate_report_by_id_and_by_path(tmp_path):
+def test_find_report_by_id_and_by_path(tmp_path):
     report = make_report({"a": 0.5})
     path = save(tmp_path, "local", "2026/11/30", report)
-    assert locate_report(report["run_id"], tmp_path) == str(path)
-    assert locate_report(report["run_id"], tmp_path, env="local") == str(path)
-    assert locate_report(str(path), tmp_path / "elsewhere") == str(path)
-    assert locate_report("s3://bucket/prefix/run.json", tmp_path) == "s3://bucket/prefix/run.json"
-    assert load_report(str(path)) == report
-    with pytest.raises(ComparisonError, match=rf"no report for run id {report['run_id']}: "
-                                              r"looked for .*/prod/eval-runs"):
-        locate_report(report["run_id"], tmp_path, env="prod")
+    assert find_report(tmp_path, report["run_id"]) == str(path)
+    assert find_report(tmp_path, report["run_id"], env="local") == str(path)
+    assert find_report(tmp_path / "elsewhere", str(path)) == str(path)
+    assert find_report(tmp_path, "s3://bucket/prefix/run.json") == "s3://bucket/prefix/run.json"
+    assert read_report(str(path)).data == report
+    with pytest.raises(RunNotFound, match=rf"no report for run id {report['run_id']}: "
+                                          r"looked for .*/prod/eval-runs"):
+        find_report(tmp_path, report["run_id"], env="prod")
 
 
-def test_locate_report_missing_id_and_path(tmp_path):
-    with pytest.raises(ComparisonError,
+def test_find_report_missing_id_and_path(tmp_path):
+    with pytest.raises(RunNotFound,
                        match=r"no report for run id 1234: looked for .*\*/eval-runs/\*/\*/\*/1234\.json"):
-        locate_report("1234", tmp_path)
-    with pytest.raises(ComparisonError, match="report .*nope.json does not exist"):
-        locate_report(str(tmp_path / "nope.json"), tmp_path)
-    with pytest.raises(ComparisonError, match="neither a report location ending in .json nor a run id"):
-        locate_report("runs/1234", tmp_path)
+        find_report(tmp_path, "1234")
+    with pytest.raises(RunNotFound, match="report .*nope.json does not exist"):
+        find_report(tmp_path, str(tmp_path / "nope.json"))
+    with pytest.raises(RunNotFound, match="neither a report location ending in .json nor a run id"):
+        find_report(tmp_path, "runs/1234")
 
 
-def test_locate_report_says_when_the_run_failed(tmp_path):
+def test_find_report_says_when_the_run_failed(tmp_path):
     run_id = str(uuid.uuid4())
     folder = tmp_path / "local" / "eval-runs" / "2026" / "11" / "30" / run_id
     folder.mkdir(parents=True)
     (folder / "run.json").write_text(json.dumps({
         "run_id": run_id, "status": "failed",
         "stages": [{"stage": "01_load", "status": "succeeded"}, {"stage": "02_score", "status": "failed"}]}))
-    with pytest.raises(ComparisonError, match=r"has a run folder but no report.*status 'failed', first "
+    with pytest.raises(RunNotFound, match=r"has a run folder but no report.*status 'failed', first "
                                               r"unfinished stage 02_score.*did not reach 04_report"):
-        locate_report(run_id, tmp_path)
+        find_report(tmp_path, run_id)
 
 
-def test_locate_report_lists_several_matches(tmp_path):
+def test_find_report_lists_several_matches(tmp_path):
     report = make_report({"a": 0.5})
     first = save(tmp_path, "local", "2026/11/30", report)
     second = save(tmp_path, "staging", "2026/12/01", report)
-    with pytest.raises(ComparisonError, match="matches 2 reports") as raised:
-        locate_report(report["run_id"], tmp_path)
+    with pytest.raises(RunNotFound, match="matches 2 reports") as raised:
+        find_report(tmp_path, report["run_id"])
     assert str(first) in str(raised.value) and str(second) in str(raised.value)
 
 
-def test_locate_report_by_an_id_prefix_of_8_characters(tmp_path):
+def test_find_report_by_an_id_prefix_of_8_characters(tmp_path):
     report = make_report({"a": 0.5})
     path = save(tmp_path, "local", "2026/11/30", report)
-    assert locate_report(report["run_id"][:8], tmp_path) == str(path)
-    with pytest.raises(ComparisonError, match=rf"no report for run id {report['run_id'][:7]}:"):
-        locate_report(report["run_id"][:7], tmp_path)
+    assert find_report(tmp_path, report["run_id"][:8]) == str(path)
+    with pytest.raises(RunNotFound, match=rf"no report for run id {report['run_id'][:7]}:"):
+        find_report(tmp_path, report["run_id"][:7])
     sharing = {**make_report({"a": 0.5}), "run_id": report["run_id"][:8] + "-0000-4000-8000-000000000000"}
     save(tmp_path, "local", "2026/11/30", sharing)
-    with pytest.raises(ComparisonError, match=rf"prefix '{report['run_id'][:8]}' fits 2 runs"):
-        locate_report(report["run_id"][:8], tmp_path)
+    with pytest.raises(RunNotFound, match=rf"prefix '{report['run_id'][:8]}' fits 2 runs"):
+        find_report(tmp_path, report["run_id"][:8])
 
 
-def test_load_report_checks_the_schema_major_version(tmp_path):
+def test_read_report_checks_the_schema_major_version(tmp_path):
     report = make_report({"a": 0.5})
     report["schema_version"] = "2.0"
     path = tmp_path / "r.json"
     path.write_text(json.dumps(report))
-    with pytest.raises(ComparisonError, match=r"schema_version '2.0' is not a report-v1 version \(major 1\)"):
-        load_report(str(path))
+    with pytest.raises(ReportUnreadable, match=r"schema_version '2.0' is not a report-v1 version \(major 1\)"):
+        read_report(str(path))
     comparison = tmp_path / "c.json"
     comparison.write_text(json.dumps(full_document()))
-    with pytest.raises(ComparisonError, match="is a comparison, not a run report"):
-        load_report(str(comparison))
+    with pytest.raises(ReportUnreadable, match="is a comparison, not a run report"):
+        read_report(str(comparison))
     garbled = tmp_path / "g.json"
     garbled.write_text("{")
-    with pytest.raises(ComparisonError, match="g.json is not JSON"):
-        load_report(str(garbled))
+    with pytest.raises(ReportUnreadable, match="g.json is not JSON"):
+        read_report(str(garbled))
 
 
-def test_load_report_reads_s3_through_storage(monkeypatch):
+def test_read_report_reads_s3_through_storage(monkeypatch):
     report = make_report({"a": 0.5})
     asked = []
 
@@ -751,8 +758,8 @@ def test_load_report_reads_s3_through_storage(monkeypatch):
         asked.append(location)
         return json.dumps(report).encode("utf-8")
 
-    monkeypatch.setitem(sys.modules, "evalbook.storage", types.SimpleNamespace(read_bytes=read_bytes))
-    assert load_report("s3://bucket/runs/r.json") == report
+    monkeypatch.setitem(sys.modules, "evalbook.publish.storage", types.SimpleNamespace(read_bytes=read_bytes))
+    assert read_report("s3://bucket/runs/r.json").data == report
     assert asked == ["s3://bucket/runs/r.json"]
 
 

@@ -23,9 +23,9 @@ import pytest
 import yaml
 
 from browser import inspect_offline, offline_browser
-from evalbook.compare import validate_comparison
-from evalbook.html import external_references, noinput_path
-from evalbook.index import COMPARISONS_DIR, build_index, collect_runs
+from evalbook.compare.document import validate_comparison
+from evalbook.publish.pages import external_references, noinput_path
+from evalbook.publish.index import COMPARISONS_DIR, build_index, collect_runs
 from evalbook.runner import RunResult, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from evalbook.embcache import (
+from evalbook.score.embcache import (
     EmbeddingCache,
     EmbeddingCacheWarning,
     MemoryLRU,
@@ -21,11 +21,11 @@ from evalbook.embcache import (
     model_identity,
 )
 from evalbook.load import load_evaluation_set
-from evalbook.models import resolve_model
+from evalbook.score.models import resolve_model
 from evalbook.params import embedding_cache_path, load_profile, resolved_values
 from evalbook.pipeline import canonical_table, load_scorer, open_stage, run_score
-from evalbook.scoring import AnswerScorer, score_answers
-from evalbook.similarity import METRIC_COLUMNS
+from evalbook.score.scoring import AnswerScorer, score_answers
+from evalbook.score.scoring import METRIC_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"

@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 
-from evalbook import engines
-from evalbook.engines import (
+from evalbook.score import engines
+from evalbook.score.engines import (
     COUNTS,
     POSITION,
     EngineError,
@@ -33,10 +33,10 @@ from evalbook.engines import (
     summed_counts,
 )
 from evalbook.load import canonical_arrow, load_evaluation_set, read_canonical
-from evalbook.models import resolve_profile_models
+from evalbook.score.models import resolve_profile_models
 from evalbook.params import ParamsError, load_profile
 from evalbook.runner import run_pipeline
-from evalbook.scoring import AnswerScorer, score_answers
+from evalbook.score.scoring import AnswerScorer, score_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = str(ROOT / "params" / "default.yaml")
@@ -306,7 +306,7 @@ def test_ray_engine_matches_the_local_engine_and_shuts_its_ray_down(profile, can
 
 CLUSTER_SCRIPT = """
 import sys, ray
-from evalbook.engines import start_local_ray
+from evalbook.score.engines import start_local_ray
 start_local_ray(num_cpus={cpus})
 print(ray.get_runtime_context().gcs_address, flush=True)
 sys.stdin.readline()
@@ -319,7 +319,7 @@ def cluster():
     """A Ray cluster owned by another process, as a real cluster is: its GCS address and process.
 
     Its token authentication mode is this process's, as a real driver's must be its cluster's
-    (see evalbook.engines): Ray reads RAY_AUTH_MODE when it is imported (unset: no token) and
+    (see evalbook.score.engines): Ray reads RAY_AUTH_MODE when it is imported (unset: no token) and
     sets it to token in a process that has started a local Ray, as an earlier test here does.
     A driver in token mode reaches a cluster without authentication, but the cluster drops its
     actors at once.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 
@@ -18,8 +20,8 @@ PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*==\s*([^
 # conda spellings of PyPI names
 CONDA_ALIASES = {"pytorch": "torch"}
 PARAMETER_NAMES = ("params_path", "run_dir", "run_id")
-# `name: type = value  # comment`
-PARAMETER_LINE = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<hint>[^=#]*\S)\s*=\s*(?P<value>\S.*?)\s+#\s*\S.*$")
+# The one line a parameters cell may hold besides parameters: what `Optional[...]` needs.
+TYPING_IMPORT = "from typing import Optional"
 
 
 @pytest.fixture(scope="session")
@@ -290,18 +292,34 @@ def notebook_problems(path: Path) -> list[str]:
         problems.append(f"{path.name} cell {index}: the parameters cell is not a code cell")
     source = cell.get("source", "")
     source = "".join(source) if isinstance(source, list) else source
-    names = set()
-    for line in source.splitlines():
-        if not line.strip():
+    return problems + parameter_problems(path.name, source)
+
+
+def parameter_problems(name: str, source: str) -> list[str]:
+    """Every assignment of a parameters cell must be read by papermill's own parser (which
+    `papermill --help-notebook` uses) with a type and a help comment; a None default is typed
+    Optional[...]. Papermill does not read `str | None`: such a parameter would vanish from the help."""
+    from papermill.translators import PythonTranslator
+
+    seen = {p.name: p for p in PythonTranslator.inspect(nbformat.v4.new_code_cell(source))}
+    problems, names = [], set()
+    for node in ast.parse(source).body:
+        line = ast.get_source_segment(source, node)
+        if isinstance(node, ast.ImportFrom) and line == TYPING_IMPORT:
             continue
-        match = PARAMETER_LINE.match(line)
-        if not match:
-            problems.append(f"{path.name} parameters line {line!r}: needs `name: type = value  # comment`")
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        target = targets[0].id if targets and isinstance(targets[0], ast.Name) else None
+        parameter = seen.get(target)
+        if parameter is None or parameter.inferred_type_name == "None" or not parameter.help:
+            problems.append(f"{name} parameters line {line!r}: needs `name: type = value  # comment`, "
+                            "as papermill reads it")
             continue
-        names.add(match.group("name"))
-    for name in PARAMETER_NAMES:
-        if name not in names:
-            problems.append(f"{path.name}: the parameters cell does not define {name}")
+        if parameter.default == "None" and not parameter.inferred_type_name.startswith("Optional["):
+            problems.append(f"{name} parameter {target}: defaults to None, so its type is Optional[...]")
+        names.add(target)
+    for parameter in PARAMETER_NAMES:
+        if parameter not in names:
+            problems.append(f"{name}: the parameters cell does not define {parameter}")
     return problems
 
 
@@ -317,9 +335,10 @@ def test_notebooks_are_committed_without_outputs(root: Path):
 
 
 def clean_notebook() -> dict:
-    parameters = ('params_path: str = "../params/default.yaml"  # params profile\n'
-                  'run_dir: str = None  # run folder\n'
-                  'run_id: str = None  # run id')
+    parameters = ('from typing import Optional\n\n'
+                  'params_path: str = "../params/default.yaml"  # params profile\n'
+                  'run_dir: Optional[str] = None  # run folder\n'
+                  'run_id: Optional[str] = None  # run id')
     return {
         "cells": [
             {"cell_type": "markdown", "metadata": {}, "source": "# Title"},
@@ -366,12 +385,16 @@ def test_clean_notebook_check_rejects_an_executed_shipped_notebook(root: Path, t
 @pytest.mark.parametrize("change, expected", [
     (lambda nb: nb["cells"][1]["metadata"].update(tags=[]), "0 cells tagged 'parameters'"),
     (lambda nb: nb["cells"][2]["metadata"].update(tags=["parameters"]), "2 cells tagged 'parameters'"),
-    (lambda nb: nb["cells"][1].update(source="params_path = 'x'  # no hint\nrun_dir: str = None  # d\n"
-                                             "run_id: str = None  # i"), "needs `name: type = value"),
-    (lambda nb: nb["cells"][1].update(source="params_path: str = 'x'\nrun_dir: str = None  # d\n"
-                                             "run_id: str = None  # i"), "needs `name: type = value"),
-    (lambda nb: nb["cells"][1].update(source="params_path: str = 'x'  # p\nrun_dir: str = None  # d"),
+    (lambda nb: nb["cells"][1].update(source="params_path = 'x'  # no hint\nrun_dir: Optional[str] = None  # d\n"
+                                             "run_id: Optional[str] = None  # i"), "needs `name: type = value"),
+    (lambda nb: nb["cells"][1].update(source="params_path: str = 'x'\nrun_dir: Optional[str] = None  # d\n"
+                                             "run_id: Optional[str] = None  # i"), "needs `name: type = value"),
+    (lambda nb: nb["cells"][1].update(source="params_path: str = 'x'  # p\nrun_dir: Optional[str] = None  # d"),
      "does not define run_id"),
+    (lambda nb: nb["cells"][1].update(source="params_path: str = 'x'  # p\nrun_dir: str | None = None  # d\n"
+                                             "run_id: Optional[str] = None  # i"), "needs `name: type = value"),
+    (lambda nb: nb["cells"][1].update(source="params_path: str = 'x'  # p\nrun_dir: str = None  # d\n"
+                                             "run_id: Optional[str] = None  # i"), "its type is Optional[...]"),
 ])
 def test_clean_notebook_check_rejects_a_bad_parameters_cell(tmp_path: Path, change, expected):
     notebook = clean_notebook()

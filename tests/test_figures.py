@@ -20,10 +20,10 @@ from PIL import Image  # noqa: E402
 
 import hostile  # noqa: E402
 
-from evalbook import figures  # noqa: E402
-from evalbook.figures import (  # noqa: E402
-    METRIC_STYLE,
-    delta_figure,
+from evalbook.report import figures  # noqa: E402
+from evalbook.compare.figures import DELTA_COLUMNS, delta_figure  # noqa: E402
+from evalbook.metrics import metric  # noqa: E402
+from evalbook.report.figures import (  # noqa: E402
     f1_vs_cosine,
     groundedness_vs_relevance,
     no_data_reason,
@@ -32,12 +32,15 @@ from evalbook.figures import (  # noqa: E402
     retrieval_rank_histogram,
     save_png,
     similarity_distributions,
-    style_of,
+)
+from evalbook.report.tables import (  # noqa: E402
     unscored_judgments,
+    verdict_text,
+    worst_example_metrics,
     worst_examples,
     worst_examples_frame,
 )
-from evalbook.report import build_report, validate_report  # noqa: E402
+from evalbook.report.document import build_report, validate_report  # noqa: E402
 from evalbook.stats import summarize  # noqa: E402
 
 IDS = ["e1", "e2", "e3", "e4", "e5", "e6"]
@@ -201,36 +204,17 @@ def note_of(fig) -> str:
     return fig._supxlabel.get_text() if fig._supxlabel is not None else ""
 
 
-# ---------------------------------------------------------------- styles
-
-def test_every_metric_has_a_label_and_a_colour_blind_safe_colour():
-    palette = set(sns.color_palette("colorblind").as_hex())
-    expected = {"bertscore_f1", "bertscore_precision", "bertscore_recall", "sentence_cosine", "top_k_match",
-                "rank", "groundedness", "relevance", "criteria"}
-    assert set(METRIC_STYLE) == expected
-    assert {s.colour for s in METRIC_STYLE.values()} <= palette
-    scores = [m for m in METRIC_STYLE if m not in ("top_k_match", "rank")]
-    assert len({METRIC_STYLE[m].colour for m in scores}) == len(scores), "two score metrics share a colour"
-    assert len({s.label for s in METRIC_STYLE.values()}) == len(METRIC_STYLE)
-    assert METRIC_STYLE["rank"].higher_is_better is False
-
-
-def test_an_unknown_metric_has_no_style():
-    with pytest.raises(ValueError, match="'f1'.*known metrics"):
-        style_of("f1")
-
-
 # ---------------------------------------------------------------- answer similarity
 
 def test_similarity_panels_mark_the_report_means_and_count_present_scores(report):
     fig = similarity_distributions(report)
     assert len(fig.axes) == 4
-    for ax, metric in zip(fig.axes, figures.SIMILARITY_METRICS):
-        summary = report["answer_similarity_summary"][metric]
-        mean_line = by_gid(fig, f"mean:{metric}")
+    for ax, name in zip(fig.axes, figures.SIMILARITY_METRICS):
+        summary = report["answer_similarity_summary"][name]
+        mean_line = by_gid(fig, f"mean:{name}")
         assert mean_line.axes is ax
         assert mean_line.get_xdata()[0] == pytest.approx(summary["mean"])
-        assert f"n = {summary['n']}" in ax.get_title() and METRIC_STYLE[metric].label in ax.get_title()
+        assert f"n = {summary['n']}" in ax.get_title() and metric(name).label in ax.get_title()
         heights = sum(p.get_height() for p in ax.patches)
         assert heights == summary["n"] == 5
     assert "1 without a generated answer" in note_of(fig)
@@ -334,10 +318,10 @@ def test_rank_bars_equal_the_counted_ranks(report):
 
 
 def test_the_same_metric_has_the_same_colour_in_every_figure(report):
-    grounded = METRIC_STYLE["groundedness"].colour
+    grounded = metric("groundedness").colour
     assert to_hex(by_gid(pass_rate_by_threshold(report), "curve:groundedness").get_color()) == grounded
     assert to_hex(by_gid(groundedness_vs_relevance(report), "threshold:groundedness").get_color()) == grounded
-    f1 = METRIC_STYLE["bertscore_f1"].colour
+    f1 = metric("bertscore_f1").colour
     histogram = similarity_distributions(report).axes[0]
     assert to_hex(histogram.patches[0].get_facecolor(), keep_alpha=False) == f1
     deltas = pd.DataFrame({"id": ["a", "b"], "metric": "bertscore_f1", "baseline": [0.5, 0.5],
@@ -376,7 +360,7 @@ def test_delta_figure_refuses_bad_input_and_draws_nothing_without_deltas():
     with pytest.raises(ValueError, match="'f1'"):
         delta_figure(pd.DataFrame({"id": ["a"], "metric": ["f1"], "baseline": [1.0], "candidate": [1.0],
                                    "delta": [0.0]}))
-    assert delta_figure(pd.DataFrame(columns=list(figures.DELTA_COLUMNS))) is None
+    assert delta_figure(pd.DataFrame(columns=list(DELTA_COLUMNS))) is None
     assert delta_figure(pd.DataFrame({"id": ["a"], "metric": ["bertscore_f1"], "baseline": [None],
                                       "candidate": [0.5], "delta": [None]})) is None
 
@@ -581,3 +565,20 @@ def test_figures_leave_pyplot_and_its_settings_as_they_were(report):
     assert plt.get_fignums() == before_figures
     assert dict(matplotlib.rcParams) == before_style
     assert to_rgba(built[0].axes[0].get_facecolor()) == to_rgba("white")
+
+
+def test_worst_examples_are_listed_for_the_headline_similarity_and_each_scored_judge_metric():
+    report = {"judge_summary": {"metrics": {"criteria": {"n_scored": 1}, "relevance": {"n_scored": 0},
+                                            "groundedness": {"n_scored": 3}}}}
+    assert worst_example_metrics(report) == ["bertscore_f1", "sentence_cosine", "groundedness", "criteria"]
+    assert worst_example_metrics({"judge_summary": {"metrics": {}}}) == ["bertscore_f1", "sentence_cosine"]
+
+
+def test_one_verdict_renderer_for_every_judge_record():
+    record = {"statements": [{"statement": "s1", "verdict": 1, "justification": "why"},
+                             {"statement": "s2", "verdict": "?!"}],
+              "criteria": [{"criterion": "polite", "met": False, "rationale": "curt"}],
+              "generated_questions": ["what?"], "unscored_reason": None}
+    assert verdict_text(record).splitlines() == ["✓ s1 — why", "? s2", "✗ polite — curt", "→ what?"]
+    assert verdict_text({"unscored_reason": "reply was not JSON"}) == "unscored: reply was not JSON"
+    assert verdict_text(None) == ""

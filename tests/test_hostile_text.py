@@ -24,7 +24,7 @@ import yaml
 import hostile
 from browser import inspect_offline, offline_browser
 from evalbook.escaping import visible_controls
-from evalbook.index import build_index
+from evalbook.publish.index import build_index
 from evalbook.runner import ComparisonRun, RunResult, run_comparison, run_pipeline
 from faultserver import FaultServer, valid_reply
 

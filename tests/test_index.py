@@ -1,4 +1,4 @@
-"""The runs index lists every run folder, escaped, offline and newest first: lib/evalbook/index.py."""
+"""The runs index lists every run folder, escaped, offline and newest first: lib/evalbook/publish/index.py."""
 
 import json
 import os
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from browser import inspect_offline
-from evalbook.html import external_references
-from evalbook.index import COMPARISONS_DIR, MISSING, build_index, collect_comparisons, collect_runs
+from evalbook.publish.pages import external_references
+from evalbook.publish.index import COMPARISONS_DIR, MISSING, build_index, collect_comparisons, collect_runs
 
 JUDGED = "11111111-1111-4111-8111-111111111111"
 FAILED = "22222222-2222-4222-8222-222222222222"
@@ -140,8 +140,7 @@ def test_collect_runs_lists_every_run_newest_first(outputs):
     assert [row["run_id"] for row in rows if row["status"] == "succeeded" and row["report"]] == [
         JUDGED, OLD_SCHEMA]
     assert by_id[JUDGED]["metrics"] == {"bertscore_f1": 0.8125, "sentence_cosine": 0.25,
-                                        "top_k_match_rate": 0.5, "judge:groundedness": 0.875,
-                                        "judge:relevance": None}
+                                        "top_k_match": 0.5, "groundedness": 0.875, "relevance": None}
 
 
 def test_index_shows_every_run_with_its_values(outputs):
@@ -264,7 +263,7 @@ def test_comparisons_get_their_own_table_with_deltas_and_links(outputs):
 # ---------------------------------------------------------------- live, crashed and interrupted runs
 
 def _marker(run_dir: Path, **fields) -> None:
-    from evalbook.index import running_marker
+    from evalbook.publish.index import running_marker
 
     record = json.loads(running_marker(at(9)))
     (run_dir / "RUNNING").write_text(json.dumps({**record, **fields}))

@@ -30,7 +30,7 @@ from evalbook.judge.stage import build_requests, judge_table, templates_for
 from evalbook.params import load_profile
 from evalbook.pipeline import (JUDGE, assemble_report, canonical_table, load_scorer, open_stage, run_judge,
                                run_load, run_score, save_report)
-from evalbook.report import validate_report
+from evalbook.report.document import validate_report
 
 ROOT = Path(__file__).resolve().parents[1]
 # The hang mode needs a short client timeout; every other call gets a generous one, so that a

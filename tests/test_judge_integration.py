@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evalbook.report import validate_report
+from evalbook.report.document import validate_report
 from evalbook.runner import run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]

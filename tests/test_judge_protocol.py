@@ -1,5 +1,5 @@
 """The judged-metric protocol is what the stage runs on: a metric defined only here, through
-the protocol, is judged, recorded and summarised without a change to the stage."""
+the protocol, is judged, recorded and summarized without a change to the stage."""
 
 from __future__ import annotations
 

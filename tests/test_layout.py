@@ -148,3 +148,16 @@ def test_find_run_folder_refuses_a_shared_prefix(tmp_path: Path):
 def test_comparisons_of_a_candidate_on_s3_go_beside_its_report():
     report = "s3://bucket/prefix/local/eval-runs/2026/11/30/run.json"
     assert layout.comparisons_url(report) == "s3://bucket/prefix/local/eval-runs/2026/11/30/comparisons"
+
+
+def test_a_key_under_an_outputs_root_names_its_run_only_in_the_layout():
+    run = "prod/eval-runs/2026/12/01/abc"
+    assert layout.run_of_key(f"{run}/01_load.ipynb", "abc") == run
+    assert layout.run_of_key(f"{run}.json", "abc") == run
+    assert layout.run_of_key(f"{run}/figures/x.png", "abc") == run
+    assert layout.run_of_key(f"{run}x/01_load.ipynb", "abc") is None  # another run whose id starts so
+    assert layout.run_of_key(f"{run}.json.tmp", "abc") is None
+    assert layout.run_of_key("prod/eval-runs/2026/12/01/comparisons/abc.json", "abc") is None
+    assert layout.run_of_key("prod/other/2026/12/01/abc/x", "abc") is None
+    assert layout.run_of_key("prod/eval-runs/26/12/01/abc/x", "abc") is None
+    assert layout.run_of_key(run, "abc") is None  # the folder name alone is not an object in it

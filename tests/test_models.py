@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalbook.models import (
+from evalbook.score.models import (
     ModelUnavailableError,
     ResolvedModel,
     hub_reachable,

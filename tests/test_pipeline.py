@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from evalbook.params import load_profile
-from evalbook.pipeline import (StageError, canonical_table, dataset_label, judged_metrics,
+from evalbook.pipeline import (StageError, canonical_table, dataset_label,
                                open_stage, scored_table, show_figure, summary_frame)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,7 @@ def test_summary_frame_keeps_counts_integer_and_missing_as_na():
 def test_show_figure_saves_a_png_or_prints_why_not(profile_path, tmp_path, capsys):
     from matplotlib.figure import Figure
 
-    from evalbook.figures import retrieval_rank_histogram
+    from evalbook.report.figures import retrieval_rank_histogram
 
     ctx = open_stage(str(profile_path))
     drawn = Figure()
@@ -133,21 +133,3 @@ def test_show_figure_saves_a_png_or_prints_why_not(profile_path, tmp_path, capsy
     assert show_figure(run, no_retrieval, retrieval_rank_histogram, "ranks") is None
     assert "ranks: not drawn" in capsys.readouterr().out
     assert not (tmp_path / "figures" / "ranks.png").exists()
-
-
-def test_judged_metrics_lists_only_metrics_with_scores():
-    report = {"judge_summary": {"metrics": {"groundedness": {"n_scored": 3}, "relevance": {"n_scored": 0},
-                                            "criteria": {"n_scored": 1}}}}
-    assert judged_metrics(report) == ["groundedness", "criteria"]
-    assert judged_metrics({"judge_summary": {"metrics": {}}}) == []
-
-
-def test_stage_context_is_immutable(profile_path):
-    ctx = open_stage(str(profile_path))
-    run_id = ctx.run_id
-    with pytest.raises(FrozenInstanceError):
-        ctx.run_id = "other"  # type: ignore[misc]
-    assert ctx.run_id == run_id
-    with pytest.raises(FrozenInstanceError):  # nor can a stage repoint the profile it was given
-        ctx.profile.source_path = profile_path.parent / "other.yaml"  # type: ignore[misc]
-    assert ctx.profile.source_path == profile_path.resolve()

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from evalbook.load import canonical_arrow, read_canonical
-from evalbook.report import (
+from evalbook.report.document import (
     ReportError,
     build_report,
     validate_report,

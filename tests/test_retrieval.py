@@ -1,4 +1,4 @@
-"""Tests for evalbook.retrieval: rank_of, top_k_match and retrieval_columns."""
+"""Tests for evalbook.score.retrieval: rank_of, top_k_match and retrieval_columns."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalbook.retrieval import normalise_text, rank_of, retrieval_columns, top_k_match
+from evalbook.score.retrieval import normalise_text, rank_of, retrieval_columns, top_k_match
 
 
 # ---------------------------------------------------------------- rank_of

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from evalbook.rundiff import diff_runs, notebook_diff, params_diff
+from evalbook.publish.rundiff import diff_runs, notebook_diff, params_diff
 
 
 def make_run(root: Path, run_id: str, limit: int, day: str = "30") -> Path:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from evalbook.params import ParamsError
-from evalbook.report import validate_report
+from evalbook.report.document import validate_report
 from evalbook.runner import RunFailed, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -270,7 +270,8 @@ def test_a_page_that_cannot_be_rendered_fails_its_stage_instead_of_escaping_the_
         tmp_path, monkeypatch, notebook_fails):
     """The run must still end with run.json: a render error is the stage's failure, and it never
     hides the notebook's own error."""
-    from evalbook import html, runner
+    from evalbook import runner
+    from evalbook.publish import pages
 
     def execute(source, output, **_):
         Path(output).write_bytes(Path(source).read_bytes())
@@ -281,7 +282,7 @@ def test_a_page_that_cannot_be_rendered_fails_its_stage_instead_of_escaping_the_
         raise ValueError(f"{notebook} refers to files it does not embed: x")
 
     monkeypatch.setattr(papermill, "execute_notebook", execute)
-    monkeypatch.setattr(html, "render_html", render)
+    monkeypatch.setattr(pages, "render_html", render)
     record = runner._execute("01_load", {}, tmp_path, sys.stderr)
     assert record["status"] == "failed" and "html" not in record
     assert "its HTML could not be rendered: ValueError: " in record["error"]

@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from evalbook.index import build_index, collect_runs
+from evalbook.publish.index import build_index, collect_runs
 from evalbook.judge.server import is_serving
 
 ROOT = Path(__file__).resolve().parents[1]

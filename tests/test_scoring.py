@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from evalbook.embcache import EmbeddingCache
+from evalbook.score.embcache import EmbeddingCache
 from evalbook.load import load_evaluation_set
-from evalbook.models import resolve_model
-from evalbook.scoring import (
+from evalbook.score.models import resolve_model
+from evalbook.score.scoring import (
     AnswerScorer,
     ScoringError,
     cpu_threads,
@@ -28,7 +28,7 @@ from evalbook.scoring import (
     resolve_device,
     score_answers,
 )
-from evalbook.similarity import METRIC_COLUMNS
+from evalbook.score.scoring import METRIC_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "rag-dataset-12000" / "train-first100.parquet"
@@ -181,7 +181,7 @@ def test_a_missing_gpu_is_an_error_before_any_model_loads(minilm, monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr("evalbook.scoring.TokenEncoder.__init__", None)  # loading would fail loudly
+    monkeypatch.setattr("evalbook.score.scoring.TokenEncoder.__init__", None)  # loading would fail loudly
     with pytest.raises(ScoringError, match="scoring.device is 'cuda' but .*set scoring.device to cpu or auto"):
         AnswerScorer(minilm, minilm, num_layers=6, device="cuda")
 

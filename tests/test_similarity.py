@@ -1,4 +1,4 @@
-"""Tests for evalbook.similarity: cosine math and BERTScore greedy matching (numpy only)."""
+"""Tests for evalbook.score.similarity: cosine math and BERTScore greedy matching (numpy only)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evalbook.similarity import (
+from evalbook.score.similarity import (
     BertScore,
     cosine_matrix,
     greedy_match,

@@ -1,0 +1,36 @@
+"""evalbook: parameterized notebooks that evaluate a RAG or LLM system's answers.
+
+The package follows the pipeline. Each notebook opens a stage through `pipeline` (01-04) or
+`compare.context` (05), and each file of a run folder has one owner:
+
+Stages                  what they compute                                 what they write
+- load                  the evaluation set and answers, validated, joined canonical.parquet, load.json
+- score/                02_score                                          scored.parquet, scoring.json
+    models                the pinned weights, resolved and sha256-checked
+    scoring               the encoder pass; BERTScore and cosine per pair
+    similarity, retrieval the metric math; top-k match and rank
+    embcache, engines     the embedding cache; local or Ray Data actors
+- judge/                03_judge: client, cache, prompts, the metric     judge.json,
+                        protocol, one module per judged metric, the       judge-cache.sqlite
+                        local llama.cpp server
+- report/               04_report                                         <run_id>.json, figures/
+    document              assembles, validates and writes the report
+    reader                reads a report (local or S3): a typed view
+    figures, tables       what 04 shows
+- compare/              05_compare: gates, settings, the document,        comparisons/
+                        its tables and figure
+- publish/              after the stages
+    pages                 a notebook's offline HTML                       <stage>.html, .noinput.html
+    index                 every run and comparison                         index.html
+    storage               an S3 outputs root, s3:// inputs                 (uploads the run folder)
+    rundiff               `make diff` of two runs
+
+Shared
+- metrics       the metric registry: name, kind, label, colour, direction, range, where it sits
+- runner        runs the stages with Papermill               params.yaml, run.json, FAILED, RUNNING
+- pipeline      the stage code of 01-04 and their file names
+- provenance    the provenance record                        provenance.json (also in run.json, report)
+- params, layout, files, validation, escaping, stats: profiles; the run folder layout and run
+  lookup; the atomic write-once writer; the schema checks; user text into HTML; summaries and
+  paired statistics. `python -m evalbook` is the command line (`__main__`).
+"""

@@ -44,8 +44,9 @@ def _run(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from evalbook.runner import run_comparison
 
-    parameters = {"resamples": args.resamples, "seed": args.seed, "confidence": args.confidence,
-                  "tolerance": args.tolerance, "n_regressions": args.regressions}
+    given = {"resamples": args.resamples, "bootstrap_seed": args.bootstrap_seed,
+             "confidence": args.confidence, "tolerance": args.tolerance, "n_regressions": args.regressions}
+    parameters = {name: value for name, value in given.items() if value is not None}
     result = run_comparison(args.params, args.baseline, args.candidate, parameters)
     print(f"comparison folder: {result.output_dir}")
     if result.html:
@@ -57,7 +58,7 @@ def _compare(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace) -> int:
     from evalbook.layout import find_run_folder
     from evalbook.params import load_profile, local_outputs_root
-    from evalbook.rundiff import diff_runs
+    from evalbook.publish.rundiff import diff_runs
 
     profile = load_profile(args.params)
     root = local_outputs_root(profile)
@@ -67,6 +68,8 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from evalbook.compare.settings import DEFAULTS
+
     parser = argparse.ArgumentParser(prog="python -m evalbook", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run load, score, judge and report with Papermill")
@@ -82,13 +85,14 @@ def main(argv: list[str] | None = None) -> int:
                          help="baseline run id (or its first 8+ characters), or report path / s3:// URL")
     compare.add_argument("--candidate",
                          help="candidate run id (or its first 8+ characters), or report path / s3:// URL")
-    compare.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
-    compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    compare.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
-    compare.add_argument("--tolerance", type=float, default=1e-6,
-                         help="a |delta| at or below this counts as unchanged (default 1e-6)")
-    compare.add_argument("--regressions", type=int, default=10,
-                         help="largest per-example regressions to list per metric (default 10)")
+    compare.add_argument("--resamples", type=int, help=f"bootstrap resamples (default {DEFAULTS.resamples})")
+    compare.add_argument("--bootstrap-seed", "--seed", dest="bootstrap_seed", type=int,
+                         help=f"bootstrap seed (default {DEFAULTS.seed})")
+    compare.add_argument("--confidence", type=float, help=f"CI level (default {DEFAULTS.confidence})")
+    compare.add_argument("--tolerance", type=float,
+                         help=f"a |delta| at or below this counts as unchanged (default {DEFAULTS.tolerance:g})")
+    compare.add_argument("--regressions", type=int,
+                         help=f"largest per-example regressions to list per metric (default {DEFAULTS.n_regressions})")
     compare.set_defaults(handler=_compare)
 
     diff = commands.add_parser("diff", help="params and notebook-source diff of two runs (nbdime)")
@@ -106,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _handle(args: argparse.Namespace) -> int:
     """Run the command; each failure the user can act on becomes one message and an exit code."""
-    from evalbook.models import ModelUnavailableError
+    from evalbook.score.models import ModelUnavailableError
     from evalbook.params import ParamsError
     from evalbook.layout import RunNotFound
     from evalbook.runner import PublishFailed, RunFailed, RunInterrupted

@@ -1,6 +1,6 @@
 """Where a run's files live under an outputs root, and how a run is found.
 
-Under an outputs root (local, or `s3://bucket/prefix` mirrored by evalbook.storage):
+Under an outputs root (local, or `s3://bucket/prefix` mirrored by evalbook.publish.storage):
 - `<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>/`: the run folder, dated by the run's UTC start;
 - `<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>.json`: its report, beside the folder;
 - `<env>/eval-runs/<yyyy>/<mm>/<dd>/comparisons/`: the comparisons whose candidate is a run of
@@ -67,6 +67,19 @@ def remote_comparisons_folder(outputs_root: Path, env: str) -> Path:
 def interactive_folder(outputs_root: Path, env: str) -> Path:
     """The scratch folder of `env`'s notebooks run without a run folder."""
     return outputs_root / env / INTERACTIVE_DIR
+
+
+def run_of_key(key: str, run_id: str) -> str | None:
+    """`<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>` when `key` (a path relative to an outputs root,
+    such as an S3 key under its prefix) lies in run `run_id`'s folder or is its report; else None."""
+    parts = key.split("/")
+    if len(parts) < 6 or parts[1] != RUNS_DIR:
+        return None
+    if not all(len(part) == width and part.isdigit() for part, width in zip(parts[2:5], (4, 2, 2))):
+        return None
+    in_folder = len(parts) > 6 and parts[5] == run_id
+    is_report = len(parts) == 6 and parts[5] == f"{run_id}.json"
+    return "/".join([*parts[:5], run_id]) if in_folder or is_report else None
 
 
 def run_pattern(outputs_root: Path, env: str | None, name: str) -> str:
@@ -182,7 +195,7 @@ def find_report(outputs_root: Path | str, ref: str, env: str | None = None) -> s
 
 def latest_reports(outputs_root: Path, env: str, count: int) -> list[Path]:
     """The reports of the latest `count` (or fewer) successful runs of `env`, oldest first."""
-    from evalbook.index import collect_runs  # the index reads each run's status and start
+    from evalbook.publish.index import collect_runs  # the index reads each run's status and start
 
     runs = [run for run in collect_runs(outputs_root)
             if run.get("env") == env and run.get("status") == "succeeded" and run.get("report")]

@@ -31,8 +31,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalbook import storage
-from evalbook.models import hub_reachable
+from evalbook.publish import storage
+from evalbook.score.models import hub_reachable
 
 EXAMPLE_TEXT_COLUMNS = ("question", "context", "answer")
 LIST_COLUMNS = ("retrieved_ids", "retrieved_contexts")

@@ -24,11 +24,11 @@ import pyarrow.parquet as pq
 from evalbook import load as load_module
 from evalbook.files import write_atomically
 from evalbook.layout import interactive_folder, report_path
-from evalbook.models import resolve_profile_models
+from evalbook.score.models import resolve_profile_models
 from evalbook.params import Profile, judge_cache_path, load_profile, local_outputs_root
 from evalbook.provenance import run_provenance
-from evalbook.report import build_report, write_report
-from evalbook.scoring import METRIC_COLUMNS, AnswerScorer, score_answers
+from evalbook.report.document import build_report, write_report
+from evalbook.score.scoring import METRIC_COLUMNS, AnswerScorer, score_answers
 from evalbook.stats import summarize
 
 CANONICAL = "canonical.parquet"
@@ -197,7 +197,7 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
 
 def relevance_embedder(ctx: StageContext):
     from evalbook.judge.stage import local_embedder, openai_embedder, settings_from
-    from evalbook.models import resolve_model
+    from evalbook.score.models import resolve_model
 
     config = ctx.profile["judge"]
     embedding = config["embedding"]
@@ -301,7 +301,7 @@ def save_report(ctx: StageContext, report: dict[str, Any]) -> Path:
 def show_figure(ctx: StageContext, report: dict[str, Any], builder: Callable[..., Any], name: str):
     """Draw `builder(report)`, save it as `figures/<name>.png` in the run folder and return it
     for display; when there is nothing to draw, print why and return None."""
-    from evalbook.figures import no_data_reason, save_png
+    from evalbook.report.figures import no_data_reason, save_png
 
     figure = builder(report)
     if figure is None:
@@ -309,12 +309,6 @@ def show_figure(ctx: StageContext, report: dict[str, Any], builder: Callable[...
         return None
     save_png(figure, ctx.run_dir, name, overwrite=ctx.interactive)
     return figure
-
-
-def judged_metrics(report: dict[str, Any]) -> list[str]:
-    """The judge metrics with at least one scored answer in the report, in the report's order."""
-    metrics = report["judge_summary"]["metrics"] or {}
-    return [metric for metric, summary in metrics.items() if (summary.get("n_scored") or 0) > 0]
 
 
 def summary_frame(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from evalbook.models import ResolvedModel
+from evalbook.score.models import ResolvedModel
 
 PROVENANCE_PACKAGES = ("evalbook", "torch", "transformers", "tokenizers", "sentence-transformers",
                        "bert-score", "numpy", "pandas", "pyarrow", "huggingface_hub", "papermill",
@@ -56,7 +56,7 @@ def bertscore_hash(model_name: str, num_layers: int, rescale_with_baseline: bool
 def run_provenance(profile, models: dict[str, ResolvedModel],
                    overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run's provenance record, from its profile and its resolved models
-    (`evalbook.models.resolve_profile_models`)."""
+    (`evalbook.score.models.resolve_profile_models`)."""
     bertscore = profile["models"]["bertscore"]
     return {
         "git_commit": git_commit(profile.root),

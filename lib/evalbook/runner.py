@@ -6,7 +6,7 @@ Layout of a run (`<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/`, evalbook.la
   tables, each executed notebook and its self-contained HTML (the report also without code),
   `figures/`, and at the end `run.json`. A failed run leaves `FAILED` (with the error) beside
   `run.json`; a run in progress has `RUNNING`, which names its runner's pid, host and process
-  start time, so that the index can tell a live run from a crashed one (evalbook.index).
+  start time, so that the index can tell a live run from a crashed one (evalbook.publish.index).
 
 Everything that can be checked is checked before the run folder is written (`plan_run`). Run ids
 are write-once across every date and env. SIGINT and SIGTERM stop a run in order: the stage's
@@ -16,7 +16,7 @@ its kernel exits on its own (ipykernel polls for its parent).
 
 A run always executes in the local outputs root. After it, `<local root>/index.html` is rebuilt,
 and when `outputs_root` is `s3://bucket/prefix` the run folder and then the report are published
-there (evalbook.storage); a refused upload keeps the local copy and fails the command.
+there (evalbook.publish.storage); a refused upload keeps the local copy and fails the command.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from urllib.parse import urlsplit
 import yaml
 
 from evalbook.files import write_new
-from evalbook.index import RUNNING_MARKER, running_marker
-from evalbook.layout import (RunNotFound, comparisons_folder, comparisons_url, existing_run,
+from evalbook.publish.index import RUNNING_MARKER, running_marker
+from evalbook.layout import (RunNotFound, comparisons_folder, comparisons_url, existing_run, find_report,
                              latest_reports, remote_comparisons_folder, report_path, run_folder)
-from evalbook.models import resolve_profile_models
+from evalbook.score.models import resolve_profile_models
 from evalbook.params import (
     ParamsError,
     Profile,
@@ -184,7 +184,7 @@ def _quote_failure(stage: str, notebook: Path, error: Exception) -> str:
 
 def render_stage_html(stage: str, notebook: Path) -> dict[str, str]:
     """Self-contained HTML of an executed notebook; the report also gets a version without code."""
-    from evalbook.html import noinput_path, render_html
+    from evalbook.publish.pages import noinput_path, render_html
 
     rendered = {"html": str(render_html(notebook))}
     if stage == "04_report":
@@ -308,7 +308,7 @@ def ensure_outputs_root(root: Path, key: str, origin: Path) -> None:
 
 def _check_remote_root(profile: Profile, run_id: str, log: TextIO) -> None:
     """Refuse, before anything is written, an S3 root that cannot be used or already holds the run."""
-    from evalbook.storage import StorageError, check_remote_root
+    from evalbook.publish.storage import StorageError, check_remote_root
 
     root = profile["outputs_root"]
     try:
@@ -454,7 +454,7 @@ def _record_interrupted(plan: PlannedRun, result: RunResult, provenance: dict[st
 
 def rebuild_index(local_root: Path, log: TextIO) -> None:
     """Rebuild `<local root>/index.html`; a failure is reported, never fatal to the run."""
-    from evalbook.index import build_index
+    from evalbook.publish.index import build_index
 
     try:
         index = build_index(local_root)
@@ -466,7 +466,7 @@ def rebuild_index(local_root: Path, log: TextIO) -> None:
 
 def publish(result: RunResult, local_root: Path, remote_root: str, log: TextIO) -> None:
     """Upload the run folder, then the report last, to the remote outputs root."""
-    from evalbook.storage import StorageError, publish_run
+    from evalbook.publish.storage import StorageError, publish_run
 
     report = result.report_path if result.report_path.exists() else None
     print(f"[evalbook] publishing the run to {remote_root}", file=log, flush=True)
@@ -513,7 +513,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     """
     import papermill
 
-    from evalbook.compare import ComparisonError, load_report, locate_report
+    from evalbook.report.reader import ReportUnreadable, read_report
 
     log = log or sys.stderr
 
@@ -524,11 +524,11 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     if baseline is None:
         baseline, candidate = latest_pair(local_root, profile["env"])
     try:
-        baseline_location = locate_report(baseline, local_root, profile["env"])
-        candidate_location = locate_report(candidate, local_root, profile["env"])
-        baseline_id = load_report(baseline_location)["run_id"]
-        candidate_id = load_report(candidate_location)["run_id"]
-    except ComparisonError as error:  # a named run that cannot be used: exit 2, before any write
+        baseline_location = find_report(local_root, baseline, profile["env"])
+        candidate_location = find_report(local_root, candidate, profile["env"])
+        baseline_id = read_report(baseline_location).run_id
+        candidate_id = read_report(candidate_location).run_id
+    except ReportUnreadable as error:  # a named run that cannot be used: exit 2, before any write
         raise RunNotFound(str(error)) from error
     created = datetime.now(timezone.utc)
     # the time, and a random suffix so that two comparisons started in one second never collide
@@ -565,7 +565,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     result = ComparisonRun(comparison_id, output_dir, comparison_path, html, str(comparison_path))
     rebuild_index(local_root, log)
     if remote:
-        from evalbook.storage import StorageError, publish_run
+        from evalbook.publish.storage import StorageError, publish_run
 
         remote_parent = comparisons_url(candidate_location)
         try:

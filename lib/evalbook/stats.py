@@ -1,4 +1,5 @@
-"""Summary statistics of per-example scores, as written into the report.
+"""Summary statistics of per-example scores, as written into the report, and paired statistics
+of two runs' scores, as written into a comparison.
 
 Percentiles use numpy's default `linear` method (Hyndman & Fan type 7): for sorted values
 x_0..x_{n-1}, the q-th percentile sits at position h = (n - 1) q / 100 and is
@@ -7,7 +8,9 @@ x_floor(h) + (h - floor(h)) (x_ceil(h) - x_floor(h)).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -56,3 +59,109 @@ def rate(flags: Iterable[Any]) -> dict[str, float | int | None]:
     present, missing = _present(flags)
     return {"rate": float(present.mean()) if present.size else None,
             "n": int(present.size), "n_missing": int(missing)}
+
+
+# ---------------------------------------------------------------- paired statistics of two runs
+
+@dataclass(frozen=True)
+class PairedValues:
+    """One metric over the paired examples: the pairs with both values, and the skipped counts."""
+
+    ids: list[str]
+    baseline: np.ndarray
+    candidate: np.ndarray
+    deltas: np.ndarray
+    n_null_baseline_only: int
+    n_null_candidate_only: int
+    n_null_both: int
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def n_skipped(self) -> int:
+        return self.n_null_baseline_only + self.n_null_candidate_only + self.n_null_both
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def paired_deltas(ids: Sequence[str], baseline_values: Sequence[Any],
+                  candidate_values: Sequence[Any]) -> PairedValues:
+    """Per-pair deltas candidate - baseline over the pairs where both values are present.
+
+    A value that is None or NaN skips its pair; the skipped pairs are counted by which side
+    lacked the value. Deltas keep the sign: positive means the candidate scored higher.
+    """
+    if not len(ids) == len(baseline_values) == len(candidate_values):
+        raise ValueError(f"ids, baseline and candidate values differ in length: "
+                         f"{len(ids)}, {len(baseline_values)}, {len(candidate_values)}")
+    kept, base, cand = [], [], []
+    null_baseline = null_candidate = null_both = 0
+    for example_id, b, c in zip(ids, baseline_values, candidate_values):
+        b_missing, c_missing = _missing(b), _missing(c)
+        if b_missing and c_missing:
+            null_both += 1
+        elif b_missing:
+            null_baseline += 1
+        elif c_missing:
+            null_candidate += 1
+        else:
+            kept.append(example_id)
+            base.append(float(b))
+            cand.append(float(c))
+    baseline = np.asarray(base, dtype=np.float64)
+    candidate = np.asarray(cand, dtype=np.float64)
+    return PairedValues(ids=kept, baseline=baseline, candidate=candidate, deltas=candidate - baseline,
+                        n_null_baseline_only=null_baseline, n_null_candidate_only=null_candidate,
+                        n_null_both=null_both)
+
+
+def bootstrap_mean_ci(deltas: Sequence[float] | np.ndarray, *, resamples: int, seed: int,
+                      confidence: float) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean of `deltas`.
+
+    With n deltas and B = `resamples`, a generator numpy.random.default_rng(seed) draws, for
+    resample b = 1..B in turn, n indices uniformly with replacement (rng.integers(0, n, size=n));
+    the resample mean is the mean of the deltas at those indices. The interval is the
+    (1 - confidence) / 2 and (1 + confidence) / 2 quantiles of the B resample means, by linear
+    interpolation (numpy's default method, as in evalbook.stats). With n = 1, or when every delta
+    is equal, every resample mean is that delta and the interval is degenerate: [delta, delta].
+    No deltas is an error (ValueError): there is no interval to give.
+    """
+    values = np.asarray(deltas, dtype=np.float64)
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"bootstrap_mean_ci needs a non-empty 1-d array of deltas, got shape {values.shape}")
+    if not np.isfinite(values).all():
+        raise ValueError("bootstrap_mean_ci: deltas must be finite; drop missing pairs first")
+    if int(resamples) != resamples or resamples < 1:
+        raise ValueError(f"resamples must be a positive integer, got {resamples}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+    rng = np.random.default_rng(seed)
+    n = values.size
+    means = np.empty(int(resamples), dtype=np.float64)
+    for b in range(int(resamples)):
+        means[b] = values[rng.integers(0, n, size=n)].mean()
+    alpha = 1.0 - confidence
+    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2], method=PERCENTILE_METHOD)
+    return float(low), float(high)
+
+
+def direction_fractions(deltas: Sequence[float] | np.ndarray, tol: float) -> dict[str, Any]:
+    """How many deltas are better (> tol), worse (< -tol) or unchanged (|delta| <= tol).
+
+    Counts and fractions of n; the three fractions sum to 1. With no delta the fractions are
+    None (JSON null), never NaN.
+    """
+    if tol < 0:
+        raise ValueError(f"the tolerance must be at least 0, got {tol}")
+    values = np.asarray(deltas, dtype=np.float64)
+    n = int(values.size)
+    better, worse = int((values > tol).sum()), int((values < -tol).sum())
+    unchanged = n - better - worse
+    counts = {"n_better": better, "n_worse": worse, "n_unchanged": unchanged}
+    fractions = {f"fraction_{k[2:]}": (v / n if n else None) for k, v in counts.items()}
+    return {**counts, **fractions}

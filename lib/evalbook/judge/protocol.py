@@ -2,17 +2,19 @@
 
 A judged metric is a module (or any object) with the members of `JudgedMetric`. The stage
 iterates `JUDGED_METRICS`, the one ordered tuple of them, and never tests a metric's name:
-a new judged metric is a new module listed here, with its template in `prompts/`.
+a new judged metric is an entry of kind `judge` in the metric registry (evalbook.metrics) and
+a module of that name here, with its template in `prompts/`.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from evalbook.judge import criteria, groundedness, relevance
 from evalbook.judge.score import Score
+from evalbook.metrics import of_kind
 
 Embedder = Callable[[list[str]], np.ndarray]
 
@@ -47,4 +49,6 @@ class JudgedMetric(Protocol):
         """Fields the metric adds to its summary, from the records of the judged examples."""
 
 
-JUDGED_METRICS: tuple[JudgedMetric, ...] = (groundedness, relevance, criteria)
+# One module per judge metric of the registry, `evalbook.judge.<name>`, in the registry's order.
+JUDGED_METRICS: tuple[JudgedMetric, ...] = tuple(import_module(f"evalbook.judge.{metric.name}")
+                                                 for metric in of_kind("judge"))

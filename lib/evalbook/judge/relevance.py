@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evalbook.judge.score import Score
-from evalbook.similarity import cosine_matrix
+from evalbook.score.similarity import cosine_matrix
 
 NAME = "relevance"
 METRIC_VERSION = 1

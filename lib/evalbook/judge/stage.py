@@ -1,4 +1,4 @@
-"""The judge stage: choose what to judge, ask the judge, score the replies, summarise.
+"""The judge stage: choose what to judge, ask the judge, score the replies, summarize.
 
 Only answers whose `source` is in the profile's eligible list are judged (data without any
 source counts as eligible, and the summary says so). A judge left with nothing to judge is an
@@ -217,8 +217,9 @@ def cost_of(stats, prices: dict[str, float] | None) -> float | str:
             + stats.completion_tokens * prices["output_usd_per_million"]) / 1e6
 
 
-def summarise(records: dict[str, dict[str, Any]], selection: Selection, config: dict[str, Any],
-              stats: RunStats, label: str, metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> dict[str, Any]:
+def summarize_judgments(records: dict[str, dict[str, Any]], selection: Selection, config: dict[str, Any],
+                        stats: RunStats, label: str,
+                        metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> dict[str, Any]:
     summaries = {}
     totals = Counter()
     for judged_metric in enabled(config, metrics):
@@ -270,7 +271,7 @@ def not_run(reason: str, config: dict[str, Any] | None) -> dict[str, Any]:
 def local_embedder(folder: Path) -> Callable[[list[str]], np.ndarray]:
     from sentence_transformers import SentenceTransformer
 
-    from evalbook.scoring import quiet_weight_loading
+    from evalbook.score.scoring import quiet_weight_loading
 
     with quiet_weight_loading():
         model = SentenceTransformer(str(folder))
@@ -370,5 +371,6 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
     models_judge = describe_judge(config, templates, sorted(client.stats.system_fingerprints), judged_metrics)
     for record in records.values():
         record["label"] = models_judge["label"]
-    summary = summarise(records, selection, config, client.stats, models_judge["label"], judged_metrics)
+    summary = summarize_judgments(records, selection, config, client.stats, models_judge["label"],
+                                  judged_metrics)
     return JudgeOutcome(records=records, summary=summary, models_judge=models_judge)

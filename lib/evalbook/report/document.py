@@ -14,12 +14,11 @@ from typing import Any
 import pandas as pd
 
 from evalbook.files import write_atomically
-from evalbook.similarity import METRIC_COLUMNS
+from evalbook.metrics import SCORE_FLAGS, names
 from evalbook.stats import PERCENTILE_METHOD, rate, summarize
 from evalbook.validation import ReportError, validate_report
 
 SCHEMA_VERSION = "1.2"
-FLAG_COLUMNS = ("generated_empty", "reference_empty", "truncated_bertscore", "truncated_sentence")
 
 
 def _number(value: Any) -> float | None:
@@ -36,7 +35,7 @@ def _text(value: Any) -> str | None:
 
 def _flags(canonical_row: pd.Series, scored_row: pd.Series) -> list[str]:
     flags = [] if canonical_row["has_prediction"] else ["no_prediction"]
-    for column in FLAG_COLUMNS:
+    for column in SCORE_FLAGS:
         value = scored_row[column]
         if not pd.isna(value) and bool(value):
             flags.append(column)
@@ -106,7 +105,7 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
         "retrieval_summary": {"top_k_match_rate": retrieval["rate"], "k": k,
                               "n": retrieval["n"], "n_missing": retrieval["n_missing"]},
         "answer_similarity_summary": {column: summarize(scored[column].tolist())
-                                      for column in METRIC_COLUMNS},
+                                      for column in names("similarity")},
         "counts": counts,
         "judge_summary": judge["summary"],
         "examples": examples,

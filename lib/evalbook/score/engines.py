@@ -127,13 +127,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalbook import storage
+from evalbook.publish import storage
 
-from evalbook.models import resolve_profile_models
+from evalbook.score.models import resolve_profile_models
 from evalbook.params import Profile
 from evalbook.pipeline import StageContext, write_scores
 from evalbook.pipeline import run_score as run_score_locally
-from evalbook.scoring import AnswerScorer, score_answers
+from evalbook.score.scoring import AnswerScorer, score_answers
 
 logger = logging.getLogger(__name__)
 

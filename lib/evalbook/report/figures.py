@@ -1,13 +1,13 @@
-"""Figures and tables of a run's report (report-v1), and of the per-example changes between runs.
+"""Figures of a run's report (report-v1).
 
-Every builder reads the validated report dict that `evalbook.report.build_report` writes and
-draws what the report holds: means, thresholds and pass rates come from its summaries, scores
-from its examples. A metric has one label and one colour everywhere (`METRIC_STYLE`), taken
-from seaborn's colour-blind palette.
+Every builder reads the validated report that `evalbook.report.document.build_report` writes
+(a dict, or its evalbook.report.reader.RunReport view) and draws what the report holds: means,
+thresholds and pass rates come from its summaries, scores from its examples. A metric has one
+label and one colour everywhere, from the registry (evalbook.metrics).
 
 No data: a figure builder returns None when there is nothing to draw (no retrieval data, the
 judge did not run, no score); `no_data_reason(report, builder)` says why, for the notebook to
-print. Table builders return an empty frame with their usual columns instead.
+print.
 
 Figures are made through pyplot and detached from it at once (`plt.close`), so Jupyter shows a
 figure only when a cell returns or displays it, and none piles up in pyplot's registry. Nothing
@@ -20,7 +20,6 @@ import functools
 import io
 import re
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -32,77 +31,23 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator, PercentFormatter
-from pandas.io.formats.style import Styler
 
-from evalbook.escaping import escaped_table, visible_controls
+from evalbook.escaping import visible_controls
 from evalbook.files import write_atomically
+from evalbook.metrics import metric as registered
+from evalbook.metrics import names
+from evalbook.report.reader import RunReport
 
-SIMILARITY_METRICS = ("bertscore_f1", "bertscore_precision", "bertscore_recall", "sentence_cosine")
-JUDGE_METRICS = ("groundedness", "relevance", "criteria")
-DELTA_COLUMNS = ("id", "metric", "baseline", "candidate", "delta")
-UNSCORED_COLUMNS = ("id", "metric", "reason", "raw_reply")
-TEXT_COLUMNS = ("question", "reference_answer", "generated_answer")
 MAX_POINT_LABELS = 20  # above this many distinct points, labels would hide the points
-
-_PALETTE = sns.color_palette("colorblind").as_hex()
-
-
-@dataclass(frozen=True)
-class MetricStyle:
-    """How a metric is named and coloured in every figure and table."""
-
-    label: str
-    colour: str
-    higher_is_better: bool = True
-
-
-METRIC_STYLE: dict[str, MetricStyle] = {
-    "bertscore_f1": MetricStyle("BERTScore F1", _PALETTE[0]),
-    "bertscore_precision": MetricStyle("BERTScore precision", _PALETTE[9]),
-    "bertscore_recall": MetricStyle("BERTScore recall", _PALETTE[2]),
-    "sentence_cosine": MetricStyle("sentence cosine", _PALETTE[1]),
-    "top_k_match": MetricStyle("top-k match", _PALETTE[7]),
-    "rank": MetricStyle("retrieval rank", _PALETTE[7], higher_is_better=False),
-    "groundedness": MetricStyle("groundedness", _PALETTE[3]),
-    "relevance": MetricStyle("relevance", _PALETTE[4]),
-    "criteria": MetricStyle("criteria", _PALETTE[5]),
-}
-
-
-def style_of(metric: str) -> MetricStyle:
-    """The metric's style; a metric missing from METRIC_STYLE is an error, never a default grey."""
-    try:
-        return METRIC_STYLE[metric]
-    except KeyError:
-        raise ValueError(f"no style for metric {metric!r}; known metrics: {', '.join(METRIC_STYLE)}") from None
+SIMILARITY_METRICS = names("similarity")
 
 
 # ---------------------------------------------------------------- reading the report
 
-def _judge_entry(example: dict[str, Any], metric: str) -> dict[str, Any] | None:
-    record = example.get("judge")
-    if not record or record["status"] != "judged":
-        return None
-    return record.get(metric)
-
-
-def _score(example: dict[str, Any], metric: str) -> float | None:
-    if metric == "sentence_cosine":
-        return example["answer_similarity"]["sentence_cosine"]
-    if metric in SIMILARITY_METRICS:
-        return example["answer_similarity"]["bertscore"][metric.removeprefix("bertscore_")]
-    if metric in JUDGE_METRICS:
-        entry = _judge_entry(example, metric)
-        return None if entry is None else entry["score"]
-    raise ValueError(f"{metric!r} is not a per-example score; use one of "
-                     f"{', '.join(SIMILARITY_METRICS + JUDGE_METRICS)}")
-
-
 def _score_frame(report: dict[str, Any], metrics: Iterable[str]) -> pd.DataFrame:
     """One row per example: its id and its score for each metric (NaN when absent)."""
     metrics = list(metrics)
-    rows = [{"id": e["id"], **{m: _score(e, m) for m in metrics}} for e in report["examples"]]
-    frame = pd.DataFrame(rows, columns=["id", *metrics])
+    frame = pd.DataFrame(RunReport.of(report).score_rows(metrics), columns=["id", *metrics])
     return frame.astype({m: "float64" for m in metrics})
 
 
@@ -112,7 +57,7 @@ def _count(n: int, noun: str) -> str:
 
 # ---------------------------------------------------------------- figure scaffolding
 
-def _styled(draw: Callable[..., Figure | None]) -> Callable[..., Figure | None]:
+def styled(draw: Callable[..., Figure | None]) -> Callable[..., Figure | None]:
     """Draw inside seaborn's whitegrid style without changing the caller's rcParams."""
     @functools.wraps(draw)
     def styled(*args, **kwargs):
@@ -121,7 +66,7 @@ def _styled(draw: Callable[..., Figure | None]) -> Callable[..., Figure | None]:
     return styled
 
 
-def _new_figure(nrows: int = 1, ncols: int = 1, **options) -> tuple[Figure, Any]:
+def new_figure(nrows: int = 1, ncols: int = 1, **options) -> tuple[Figure, Any]:
     fig, axes = plt.subplots(nrows, ncols, layout="constrained", **options)
     plt.close(fig)
     return fig, axes
@@ -174,7 +119,7 @@ def _label_points(ax, ids: list[str], xs: np.ndarray, ys: np.ndarray) -> None:
 # ---------------------------------------------------------------- answer similarity
 
 def _missing_similarity_notes(report: dict[str, Any]) -> list[str]:
-    missing = [e for e in report["examples"] if _score(e, "bertscore_f1") is None]
+    missing = [e for e in report["examples"] if registered("bertscore_f1").value(e) is None]
     no_answer = sum("no_prediction" in e["flags"] for e in missing)
     empty = sum(bool({"generated_empty", "reference_empty"} & set(e["flags"])) for e in report["examples"])
     notes = []
@@ -189,7 +134,7 @@ def _missing_similarity_notes(report: dict[str, Any]) -> list[str]:
 
 def _distribution_panel(ax, values: np.ndarray, summary: dict[str, Any], metric: str,
                         edges: np.ndarray) -> None:
-    style = METRIC_STYLE[metric]
+    style = registered(metric)
     ax.set_title(f"{style.label}  (n = {summary['n']})")
     if values.size == 0:
         ax.text(0.5, 0.5, "no score", transform=ax.transAxes, ha="center", color="0.4")
@@ -204,7 +149,7 @@ def _distribution_panel(ax, values: np.ndarray, summary: dict[str, Any], metric:
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-@_styled
+@styled
 def similarity_distributions(report: dict[str, Any]) -> Figure | None:
     """One histogram (with a density curve) per answer-similarity metric, its mean dashed.
 
@@ -216,7 +161,7 @@ def similarity_distributions(report: dict[str, Any]) -> Figure | None:
     scores = _score_frame(report, SIMILARITY_METRICS)
     lowest = min(0.0, float(np.nanmin(scores[list(SIMILARITY_METRICS)].to_numpy())))
     edges = np.linspace(lowest, 1.0, 21)
-    fig, axes = _new_figure(2, 2, figsize=(9, 6.2), sharex=True)
+    fig, axes = new_figure(2, 2, figsize=(9, 6.2), sharex=True)
     for ax, metric in zip(axes.flat, SIMILARITY_METRICS):
         summary = report["answer_similarity_summary"][metric]
         _distribution_panel(ax, scores[metric].dropna().to_numpy(), summary, metric, edges)
@@ -232,7 +177,7 @@ def _extremes(x: np.ndarray, y: np.ndarray, n_disagreements: int) -> list[int]:
     return list(dict.fromkeys(picks))
 
 
-@_styled
+@styled
 def f1_vs_cosine(report: dict[str, Any], n_label: int = 3) -> Figure | None:
     """Scatter of BERTScore F1 (x) against the sentence cosine (y), one point per example.
 
@@ -245,14 +190,14 @@ def f1_vs_cosine(report: dict[str, Any], n_label: int = 3) -> Figure | None:
     pairs = _score_frame(report, ("bertscore_f1", "sentence_cosine")).dropna()
     ids = pairs["id"].tolist()
     f1, cosine = pairs["bertscore_f1"].to_numpy(), pairs["sentence_cosine"].to_numpy()
-    fig, ax = _new_figure(figsize=(6.5, 6))
+    fig, ax = new_figure(figsize=(6.5, 6))
     lowest = min(0.0, f1.min(), cosine.min())
     ax.plot([lowest, 1], [lowest, 1], ls=":", color="0.55", lw=1, label="equal scores")
     ax.scatter(f1, cosine, s=30, color="0.2", alpha=0.75, gid="points")
     picks = _extremes(f1, cosine, n_label)
     _annotate_apart(ax, [ids[i] for i in picks], f1[picks], cosine[picks])
     for axis, metric in ((ax.xaxis, "bertscore_f1"), (ax.yaxis, "sentence_cosine")):
-        axis.set_label_text(METRIC_STYLE[metric].label, color=METRIC_STYLE[metric].colour)
+        axis.set_label_text(registered(metric).label, color=registered(metric).colour)
     ax.legend(loc="upper left", frameon=False)
     ax.set_title(f"BERTScore F1 against sentence cosine (n = {len(ids)})")
     _note(fig, _missing_similarity_notes(report))
@@ -263,7 +208,7 @@ def f1_vs_cosine(report: dict[str, Any], n_label: int = 3) -> Figure | None:
 
 def _threshold_label(summary: dict[str, Any], metric: str) -> str:
     placeholder = "\n(placeholder, not tuned)" if summary["threshold_is_placeholder"] else ""
-    return f"{METRIC_STYLE[metric].label} threshold {summary['threshold']:g}{placeholder}"
+    return f"{registered(metric).label} threshold {summary['threshold']:g}{placeholder}"
 
 
 QUADRANTS = {  # name: (groundedness high?, relevance high?, caption)
@@ -299,7 +244,7 @@ def _one_sided_notes(scores: pd.DataFrame) -> list[str]:
     return notes + (["not plotted; see unscored_judgments()"] if notes else [])
 
 
-@_styled
+@styled
 def groundedness_vs_relevance(report: dict[str, Any]) -> Figure | None:
     """Per-example groundedness (x) against relevance (y), cut into quadrants by the thresholds.
 
@@ -315,18 +260,18 @@ def groundedness_vs_relevance(report: dict[str, Any]) -> Figure | None:
     scores = _score_frame(report, ("groundedness", "relevance"))
     pairs = scores.dropna()
     grounded, relevant = pairs["groundedness"].to_numpy(), pairs["relevance"].to_numpy()
-    fig, ax = _new_figure(figsize=(9, 6.2))
+    fig, ax = new_figure(figsize=(9, 6.2))
     ax.set_xlim(-0.05, 1.05)
     ax.set_ylim(min(-0.05, np.floor(relevant.min() * 10) / 10 - 0.05), 1.05)
     _quadrants(ax, summaries["groundedness"]["threshold"], summaries["relevance"]["threshold"])
-    ax.axvline(summaries["groundedness"]["threshold"], color=METRIC_STYLE["groundedness"].colour, ls="--",
+    ax.axvline(summaries["groundedness"]["threshold"], color=registered("groundedness").colour, ls="--",
                label=_threshold_label(summaries["groundedness"], "groundedness"), gid="threshold:groundedness")
-    ax.axhline(summaries["relevance"]["threshold"], color=METRIC_STYLE["relevance"].colour, ls="--",
+    ax.axhline(summaries["relevance"]["threshold"], color=registered("relevance").colour, ls="--",
                label=_threshold_label(summaries["relevance"], "relevance"), gid="threshold:relevance")
     ax.scatter(grounded, relevant, s=36, color="0.15", alpha=0.8, zorder=3, gid="points")
     _label_points(ax, pairs["id"].tolist(), grounded, relevant)
     for axis, metric in ((ax.xaxis, "groundedness"), (ax.yaxis, "relevance")):
-        axis.set_label_text(METRIC_STYLE[metric].label, color=METRIC_STYLE[metric].colour)
+        axis.set_label_text(registered(metric).label, color=registered(metric).colour)
     ax.set_title(f"Groundedness against relevance (n = {len(pairs)} judged examples)")
     fig.legend(loc="outside right upper", frameon=False, fontsize="small")
     _note(fig, _one_sided_notes(scores))
@@ -349,16 +294,15 @@ def pass_rates(scores: Iterable[Any], thresholds: Iterable[float]) -> np.ndarray
 
 
 def _rated_metrics(report: dict[str, Any], similarity: bool) -> list[str]:
-    judged = [m for m in JUDGE_METRICS
-              if m in report["judge_summary"]["metrics"] and report["judge_summary"]["metrics"][m]["n_scored"]]
+    judged = [m.name for m in RunReport.of(report).judged_metrics() if m.summary(report)["n_scored"]]
     summaries = report["answer_similarity_summary"]
     return judged + ([m for m in SIMILARITY_METRICS if summaries[m]["n"]] if similarity else [])
 
 
 def _pass_curve(ax, report: dict[str, Any], metric: str, grid: np.ndarray) -> None:
-    style = METRIC_STYLE[metric]
+    style = registered(metric)
     rates = pass_rates(_score_frame(report, [metric])[metric], grid)
-    if metric not in JUDGE_METRICS:
+    if registered(metric).kind != "judge":
         n = report["answer_similarity_summary"][metric]["n"]
         ax.plot(grid, rates, drawstyle="steps-pre", ls="--", lw=1.4, color=style.colour,
                 label=f"{style.label} (n = {n}), no threshold", gid=f"curve:{metric}")
@@ -368,7 +312,7 @@ def _pass_curve(ax, report: dict[str, Any], metric: str, grid: np.ndarray) -> No
     label = (f"{style.label} (n = {summary['n_scored']}{unscored}): {summary['pass_rate']:.0%} pass at "
              f"{summary['threshold']:g}{' (placeholder)' if summary['threshold_is_placeholder'] else ''}")
     # judge metrics are drawn widest first, so a curve lying on another still shows around it
-    width = 3.5 - 0.9 * JUDGE_METRICS.index(metric)
+    width = 3.5 - 0.9 * names("judge").index(metric)
     ax.plot(grid, rates, drawstyle="steps-pre", lw=width, color=style.colour, label=label,
             gid=f"curve:{metric}")
     ax.axvline(summary["threshold"], color=style.colour, ls=":", lw=1.2, gid=f"threshold:{metric}")
@@ -376,7 +320,7 @@ def _pass_curve(ax, report: dict[str, Any], metric: str, grid: np.ndarray) -> No
             markeredgecolor="white", gid=f"pass:{metric}")
 
 
-@_styled
+@styled
 def pass_rate_by_threshold(report: dict[str, Any], similarity: bool = False) -> Figure | None:
     """For each judged metric, the share of scored examples with score >= t, for t across the range.
 
@@ -392,7 +336,7 @@ def pass_rate_by_threshold(report: dict[str, Any], similarity: bool = False) -> 
     start = min(0.0, np.floor(lowest * 10) / 10)  # relevance and cosine can fall below 0
     # steps of 0.005 put every threshold of up to 3 decimals ending in 0 or 5 on the grid
     grid = np.linspace(start, 1.0, int(round((1.0 - start) / 0.005)) + 1)
-    fig, ax = _new_figure(figsize=(9, 4.8))
+    fig, ax = new_figure(figsize=(9, 4.8))
     for metric in metrics:
         _pass_curve(ax, report, metric, grid)
     ax.set(xlabel="threshold t", ylabel="scored examples with score ≥ t", ylim=(-0.03, 1.03))
@@ -417,7 +361,7 @@ def _rank_counts(report: dict[str, Any]) -> Counter:
     return counts
 
 
-@_styled
+@styled
 def retrieval_rank_histogram(report: dict[str, Any]) -> Figure | None:
     """Bars of how many examples found the gold context at rank 1, 2, ..., and a bar for not retrieved.
 
@@ -429,8 +373,8 @@ def retrieval_rank_histogram(report: dict[str, Any]) -> Figure | None:
     counts, summary = _rank_counts(report), report["retrieval_summary"]
     k = summary["k"]
     ranks = list(range(1, max([k, *(r for r in counts if r is not None)]) + 1))
-    colour = METRIC_STYLE["rank"].colour
-    fig, ax = _new_figure(figsize=(7.5, 4.5))
+    colour = registered("rank").colour
+    fig, ax = new_figure(figsize=(7.5, 4.5))
     bars = ax.bar(ranks, [counts[r] for r in ranks], gid="bars:rank",
                   color=[to_rgba(colour, 1.0 if r <= k else 0.4) for r in ranks])
     missing_at = ranks[-1] + 1.5
@@ -450,58 +394,6 @@ def retrieval_rank_histogram(report: dict[str, Any]) -> Figure | None:
     return fig
 
 
-# ---------------------------------------------------------------- comparing two runs
-
-def _delta_panel(ax, rows: pd.DataFrame, metric: str) -> None:
-    """Sorted per-example changes, worst first; changes for the worse in full colour."""
-    style = METRIC_STYLE[metric]
-    present = rows[rows["delta"].notna()]
-    gain = present["delta"].astype(float) * (1 if style.higher_is_better else -1)
-    ordered = present.assign(gain=gain).sort_values(["gain", "id"], kind="mergesort")
-    worse = ordered["gain"].to_numpy() < 0
-    ax.bar(np.arange(len(ordered)), ordered["delta"].astype(float), width=0.85, gid=f"deltas:{metric}",
-           color=[to_rgba(style.colour, 1.0 if w else 0.35) for w in worse])
-    ax.axhline(0, color="0.2", lw=0.8)
-    ax.set_xlim(-0.6, max(len(ordered), 1) - 0.4)
-    ax.set_xticks([])
-    ax.set_ylabel("Δ")
-    better = int((ordered["gain"] > 0).sum())
-    title = (f"{style.label}: {int(worse.sum())} worse, {better} better, "
-             f"{len(ordered) - int(worse.sum()) - better} unchanged of {len(ordered)}")
-    if len(present) < len(rows):
-        title += f" ({len(rows) - len(present)} without a delta)"
-    worst = ordered[worse].head(3)
-    if len(worst):
-        title += "\nworst: " + ", ".join(f"{visible_controls(r.id)} {r.delta:+.3f}"
-                                         for r in worst.itertuples())
-    ax.set_title(title, fontsize="small", loc="left", parse_math=False)  # ids are drawn as written
-
-
-@_styled
-def delta_figure(deltas: pd.DataFrame) -> Figure | None:
-    """One panel per metric of per-example changes (candidate - baseline), sorted, zero line drawn.
-
-    `deltas` is long: columns id, metric, baseline, candidate, delta. A change for the worse
-    (delta < 0, or > 0 where lower is better, as for rank) is drawn in full colour, others pale;
-    the three worst are named. Rows with a missing delta are counted. None when no row has a delta.
-    """
-    missing = [c for c in DELTA_COLUMNS if c not in deltas.columns]
-    if missing:
-        raise ValueError(f"delta_figure needs columns {list(DELTA_COLUMNS)}; missing {missing}")
-    for metric in deltas["metric"].unique():
-        style_of(metric)
-    present = set(deltas.loc[deltas["delta"].notna(), "metric"])
-    metrics = [m for m in METRIC_STYLE if m in present]
-    if not metrics:
-        return None
-    fig, axes = _new_figure(len(metrics), 1, figsize=(9, 0.6 + 2.3 * len(metrics)), squeeze=False)
-    for ax, metric in zip(axes[:, 0], metrics):
-        _delta_panel(ax, deltas[deltas["metric"] == metric], metric)
-    axes[-1, 0].set_xlabel("examples, sorted from the worst change to the best")
-    fig.suptitle("Per-example change, candidate − baseline")
-    return fig
-
-
 # ---------------------------------------------------------------- saving
 
 def save_png(fig: Figure, run_dir: Path, name: str, dpi: int = 150, overwrite: bool = False) -> Path:
@@ -517,93 +409,6 @@ def save_png(fig: Figure, run_dir: Path, name: str, dpi: int = 150, overwrite: b
     path = Path(run_dir) / "figures" / f"{name}.png"
     write_atomically(path, buffer.getvalue(), overwrite=overwrite)
     return path
-
-
-# ---------------------------------------------------------------- tables
-
-_MARKS = {True: "✓", False: "✗"}  # 1 and 0 hash like True and False
-
-
-def _verdict_line(verdict: Any, text: str, why: str | None) -> str:
-    return f"{_MARKS.get(verdict, '?')} {text}" + (f" — {why}" if why else "")
-
-
-def _judgment_text(entry: dict[str, Any], metric: str) -> str:
-    """The judge's reasoning, one line per statement, criterion or generated question."""
-    if metric == "groundedness":
-        lines = [_verdict_line(s.get("verdict"), s.get("statement", ""), s.get("justification"))
-                 for s in entry.get("statements", [])]
-    elif metric == "criteria":
-        lines = [_verdict_line(c.get("met"), c.get("criterion", ""), c.get("rationale"))
-                 for c in entry.get("criteria", [])]
-    else:
-        lines = [f"→ {question}" for question in entry.get("generated_questions", [])]
-    return "\n".join(lines)
-
-
-def worst_examples_frame(report: dict[str, Any], metric: str, n: int = 5) -> pd.DataFrame:
-    """The n scored examples with the lowest `metric`, lowest first (ties by id), with their texts.
-
-    Judge metrics add a `judgment` column: the statements with their verdicts (✓ supported,
-    ✗ not, ? unreadable), the criteria met or not, or relevance's generated questions.
-    Examples without a score are left out; an empty frame keeps the columns.
-    """
-    judged = metric in JUDGE_METRICS
-    columns = ["id", metric, *TEXT_COLUMNS, *(["judgment"] if judged else [])]
-    rows = []
-    for example in report["examples"]:
-        score = _score(example, metric)
-        if score is None:
-            continue
-        row = {"id": example["id"], metric: score, **{c: example[c] for c in TEXT_COLUMNS}}
-        if judged:
-            row["judgment"] = _judgment_text(_judge_entry(example, metric), metric)
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=columns).astype({metric: "float64"})
-    return frame.sort_values([metric, "id"], kind="mergesort").head(n).reset_index(drop=True)
-
-
-def readable_table(frame: pd.DataFrame, caption: str) -> Styler:
-    """A table of examples styled for reading: full text wrapped (never cut short), escaped by
-    evalbook.escaping, numbers to 3 decimals, missing values as an em dash."""
-    return (escaped_table(frame, caption).hide(axis="index")
-            .set_table_styles([
-                {"selector": "td", "props": "white-space: pre-wrap; max-width: 32em; "
-                                            "vertical-align: top; text-align: left;"},
-                {"selector": "th", "props": "text-align: left;"}]))
-
-
-def worst_examples(report: dict[str, Any], metric: str, n: int = 5) -> Styler:
-    """worst_examples_frame styled for reading: wrapped text, the score on a red-to-blue gradient.
-
-    The gradient spans the metric's range (-1 to 1 for relevance, else 0 to 1). Text is HTML
-    escaped and the HTML holds no external resource (no font, no URL of its own).
-    """
-    frame = worst_examples_frame(report, metric, n)
-    low = -1.0 if metric == "relevance" else 0.0
-    n_scored = int(_score_frame(report, [metric])[metric].notna().sum())
-    styler = readable_table(frame, f"The {len(frame)} lowest {style_of(metric).label} scores "
-                                   f"of {_count(n_scored, 'scored example')}")
-    if len(frame):
-        styler = styler.background_gradient(cmap="RdBu", subset=[metric], vmin=low, vmax=1.0)
-    return styler
-
-
-def unscored_judgments(report: dict[str, Any]) -> pd.DataFrame:
-    """Every judged example and metric without a score, with the reason and the raw reply's start.
-
-    Sorted by metric, reason and id; an empty frame with the same columns when every judgment
-    was scored or the judge did not run.
-    """
-    rows = []
-    for example in report["examples"]:
-        for metric in JUDGE_METRICS:
-            entry = _judge_entry(example, metric)
-            if entry is not None and entry["score"] is None:
-                rows.append({"id": example["id"], "metric": metric, "reason": entry["unscored_reason"],
-                             "raw_reply": (entry.get("raw_reply") or "")[:200]})
-    frame = pd.DataFrame(rows, columns=list(UNSCORED_COLUMNS))
-    return frame.sort_values(["metric", "reason", "id"], kind="mergesort").reset_index(drop=True)
 
 
 # ---------------------------------------------------------------- why a figure is empty

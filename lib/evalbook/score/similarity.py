@@ -10,10 +10,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-# The per-example answer-similarity columns of a scored table, in report order.
-METRIC_COLUMNS = ("bertscore_precision", "bertscore_recall", "bertscore_f1", "sentence_cosine")
-
-
 class BertScore(NamedTuple):
     precision: float
     recall: float

@@ -18,7 +18,9 @@ from urllib.parse import quote
 
 from evalbook.escaping import escape_html
 from evalbook.files import write_atomically
-from evalbook.html import noinput_path
+from evalbook.metrics import METRICS, of_kind
+from evalbook.metrics import metric as registered
+from evalbook.publish.pages import noinput_path
 from evalbook.layout import COMPARISONS_DIR, RUN_DAY_GLOB, report_path, run_env, run_folders
 
 INDEX_NAME = "index.html"
@@ -132,17 +134,15 @@ def _bertscore_layer(report: dict[str, Any]) -> int | None:
     return layer if isinstance(layer, int) and not isinstance(layer, bool) else None
 
 
-def _metrics(report: dict[str, Any]) -> dict[str, float | None]:
-    """The headline means: BERTScore F1, sentence cosine, top-k match rate, each judge metric."""
-    metrics = {
-        "bertscore_f1": _field(report, "answer_similarity_summary", "bertscore_f1", "mean"),
-        "sentence_cosine": _field(report, "answer_similarity_summary", "sentence_cosine", "mean"),
-        "top_k_match_rate": _field(report, "retrieval_summary", "top_k_match_rate"),
-    }
-    judged = _field(report, "judge_summary", "metrics")
-    for name, summary in (judged.items() if isinstance(judged, dict) else ()):
-        metrics[f"judge:{name}"] = _field(summary, "mean")
-    return metrics
+# The headline metrics every run has a column for; judge metrics get one when a run has them.
+RUN_COLUMNS = tuple(m.name for m in METRICS if m.headline and m.kind != "judge")
+
+
+def _metrics(report: dict[str, Any]) -> dict[str, Any]:
+    """The headline means of the registry (a rate for top-k match), by metric name; a judge
+    metric only when the report has its summary."""
+    return {metric.name: metric.mean(report) for metric in METRICS
+            if metric.headline and (metric.kind != "judge" or metric.summary(report) is not None)}
 
 
 def _report_fields(report: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +217,7 @@ def collect_runs(outputs_root: Path) -> list[dict[str, Any]]:
     crashed" from the RUNNING marker (marker_state); "unreadable" when run.json or the report is
     not valid JSON), reason (the failure or parse error, else None), report (the
     report JSON's path when it exists and parses, else None), dataset, models, judge_label, k,
-    metrics (headline means; judge metrics as "judge:<name>") and links (label -> existing file).
+    metrics (the registry's headline means, by metric name) and links (label -> existing file).
     """
     outputs_root = Path(outputs_root)
     rows = [_run_row(path) for path in run_folders(outputs_root)]
@@ -278,20 +278,18 @@ def _judge_cell(label: Any) -> str:
 
 
 def _judge_metric_names(rows: list[dict[str, Any]]) -> list[str]:
-    names: list[str] = []
-    for row in rows:
-        names += [name for name in row["metrics"] if name.startswith("judge:") and name not in names]
-    return names
+    """The judge metrics any row has a mean for, in the registry's order."""
+    return [m.name for m in of_kind("judge") if any(m.name in row["metrics"] for row in rows)]
 
 
 def _row_html(row: dict[str, Any], judge_metrics: list[str], page_dir: Path) -> str:
-    metrics = row["metrics"]
-    k = row["k"]
-    top_k = _number(metrics.get("top_k_match_rate"))
-    if top_k != MISSING and isinstance(k, int):
-        top_k = f'{top_k}<div class="sub">k={k}</div>'
-    numbers = [_number(metrics.get("bertscore_f1")), _number(metrics.get("sentence_cosine")), top_k,
-               *(_number(metrics.get(name)) for name in judge_metrics)]
+    metrics, k = row["metrics"], row["k"]
+    numbers = []
+    for name in [*RUN_COLUMNS, *judge_metrics]:
+        number = _number(metrics.get(name))
+        if registered(name).kind == "retrieval" and number != MISSING and isinstance(k, int):
+            number += f'<div class="sub">k={k}</div>'
+        numbers.append(number)
     links = " ".join(f'<a href="{_href(page_dir, path)}">{escape_html(label)}</a>'
                      for label, path in row["links"].items()) or MISSING
     cells = [
@@ -428,8 +426,9 @@ def render_index(rows: list[dict[str, Any]], page_dir: Path,
     with links relative to `page_dir`."""
     judge_metrics = _judge_metric_names(rows)
     headers = ["Started (UTC)", "Env", "Status", "Dataset", "Models", "Judge"]
-    numeric = ["BERTScore F1", "Sentence cosine", "Top-k match",
-               *(f"Judge {name.removeprefix('judge:')}" for name in judge_metrics)]
+    labels = [*(registered(name).label for name in RUN_COLUMNS),
+              *(f"judge {registered(name).label}" for name in judge_metrics)]
+    numeric = [label[:1].upper() + label[1:] for label in labels]
     head = ("".join(f"<th>{h}</th>" for h in headers)
             + "".join(f'<th class="num">{escape_html(h)}</th>' for h in numeric) + "<th>Files</th>")
     counts: dict[str, int] = {}

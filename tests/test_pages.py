@@ -1,4 +1,4 @@
-"""Rendered notebook pages open complete with no network: lib/evalbook/html.py."""
+"""Rendered notebook pages open complete with no network: lib/evalbook/publish/pages.py."""
 
 import re
 from pathlib import Path
@@ -12,7 +12,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 
 import hostile
 from browser import inspect_offline, offline_browser
-from evalbook.html import external_references, noinput_path, render_html
+from evalbook.publish.pages import external_references, noinput_path, render_html
 
 PLOT_SOURCE = """%matplotlib inline
 import matplotlib.pyplot as plt

@@ -37,7 +37,8 @@ import botocore.exceptions
 import botocore.session
 import s3fs
 
-from evalbook.index import RUNNING_MARKER
+from evalbook.layout import run_of_key
+from evalbook.publish.index import RUNNING_MARKER
 
 SINGLE_PUT_LIMIT = 5 * 2**30  # the largest body S3 takes in one PutObject
 S3_SCHEMES = ("s3", "s3a")
@@ -278,14 +279,12 @@ def _has_credentials() -> bool:
 def _runs_with_id(filesystem: s3fs.S3FileSystem, bucket: str, prefix: str, run_id: str) -> list[str]:
     """`<prefix><env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>` of every run folder or report named
     `run_id` under the prefix, on any date and in any env."""
-    layout = re.compile(re.escape(prefix) + r"[^/]+/eval-runs/\d{4}/\d{2}/\d{2}/"
-                        + re.escape(run_id) + r"(?=/|\.json$)")
     found, token = [], None
     while True:
         page = filesystem.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix,
                                   **({"ContinuationToken": token} if token else {}))
-        matches = (layout.match(item["Key"]) for item in page.get("Contents", []))
-        found += [match.group(0) for match in matches if match]
+        runs = (run_of_key(item["Key"][len(prefix):], run_id) for item in page.get("Contents", []))
+        found += [prefix + run for run in dict.fromkeys(runs) if run]
         token = page.get("NextContinuationToken")
         if found or not token:
             return found

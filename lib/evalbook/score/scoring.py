@@ -10,7 +10,7 @@ limit gets a pass of its own for each.
 
 Pairs are scored in chunks of `chunk_size`. For each chunk the distinct texts are tokenized
 and their hidden states are fetched, in this order, from a memory LRU, from the disk embedding
-cache (`evalbook.embcache`) or from the model. Then the pairs are scored and the chunk's states
+cache (`evalbook.score.embcache`) or from the model. Then the pairs are scored and the chunk's states
 are dropped, so peak memory depends on the chunk size, not on the number of pairs.
 
 Exactness across runs. The last bits of a forward pass depend on which texts share its batch:
@@ -42,18 +42,20 @@ import torch
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
-from evalbook.embcache import CacheStats, EmbeddingCache, MemoryLRU, entry_key, model_identity
-from evalbook.models import ResolvedModel
+from evalbook.metrics import SCORE_FLAGS, names
+from evalbook.score.embcache import CacheStats, EmbeddingCache, MemoryLRU, entry_key, model_identity
+from evalbook.score.models import ResolvedModel
 from evalbook.params import embedding_cache_path
 from evalbook.provenance import bertscore_hash
-from evalbook.retrieval import retrieval_columns
-from evalbook.similarity import METRIC_COLUMNS, greedy_match, mean_pool, pairwise_cosine, rescale
+from evalbook.score.retrieval import retrieval_columns
+from evalbook.score.similarity import greedy_match, mean_pool, pairwise_cosine, rescale
 
 DEFAULT_CHUNK_SIZE = 2000
 # Hidden states kept in memory across chunks, so that a text repeated in later chunks is not
 # encoded again even without the disk cache.
 MEMORY_CACHE_BYTES = 256 * 2**20
-FLAG_COLUMNS = ("generated_empty", "reference_empty", "truncated_bertscore", "truncated_sentence")
+# The scored table's metric columns, from the registry.
+METRIC_COLUMNS = names("similarity")
 
 
 class ScoringError(RuntimeError):
@@ -452,7 +454,7 @@ class AnswerScorer:
                            sentence_cosine=float(pairwise_cosine(pooled[candidate][None, :],
                                                                  pooled[reference][None, :])[0]))
             rows.append(row)
-        return pd.DataFrame(rows, columns=[*METRIC_COLUMNS, *FLAG_COLUMNS])
+        return pd.DataFrame(rows, columns=[*METRIC_COLUMNS, *SCORE_FLAGS])
 
     def _hidden_states(self, needs: dict[str, tuple[TokenEncoder, int, tuple[int, ...]]],
                        progress: _PairProgress) -> dict[str, np.ndarray]:

@@ -1,0 +1,14 @@
+"""Comparing two runs, example by example (05_compare).
+
+- `gates`: what the two runs may be compared on (the same judge, model pins, k);
+- `settings`: the bootstrap, tolerance and regressions of a comparison, and their defaults;
+- `document`: pairing, paired rows and regressions, the compare-v1 document and its writing;
+- `context`: `open_comparison`, the setup of the 05 notebook;
+- `tables`, `figures`: what 05 shows.
+
+The paired statistics (deltas, bootstrap intervals, better/worse shares) are in evalbook.stats.
+"""
+
+
+class ComparisonError(ValueError):
+    """Two reports that cannot be compared, or a comparison that is not valid compare-v1."""

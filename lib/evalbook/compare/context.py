@@ -1,0 +1,72 @@
+"""`open_comparison`: where the 05_compare notebook reads its two runs and writes its comparison.
+
+The counterpart of `evalbook.pipeline.open_stage` for stages 01-04: it loads the profile, finds
+and reads both reports, settles the output folder (the runner's, or the interactive scratch
+folder) and the comparison settings (evalbook's defaults, overridden where a value is given).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from evalbook.compare.settings import DEFAULTS, Settings
+from evalbook.layout import find_report, interactive_folder
+from evalbook.params import load_profile, local_outputs_root
+from evalbook.report.reader import RunReport, read_report
+
+COMPARISON_FILE = "comparison.json"
+
+
+@dataclass(frozen=True)
+class ComparisonContext:
+    profile: Any
+    baseline: RunReport
+    candidate: RunReport
+    output_dir: Path
+    output_path: Path
+    run_id: str
+    interactive: bool
+    settings: Settings
+
+    def describe(self) -> str:
+        scratch = " (interactive scratch folder)" if self.interactive else ""
+        return (f"baseline:  {self.baseline.location}\ncandidate: {self.candidate.location}\n"
+                f"comparison {self.run_id} -> {self.output_path}{scratch}")
+
+    def build(self) -> dict[str, Any]:
+        """The compare-v1 document of the two runs, stamped now."""
+        from evalbook.compare.document import build_comparison
+
+        return build_comparison(self.baseline, self.candidate, baseline_location=self.baseline.location,
+                                candidate_location=self.candidate.location,
+                                created_at=datetime.now(timezone.utc), settings=self.settings)
+
+
+def open_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None, *,
+                    run_dir: str | None = None, run_id: str | None = None,
+                    comparison_path: str | None = None, **settings: Any) -> ComparisonContext:
+    """Find and read both runs, and settle where the comparison goes.
+
+    `baseline` and `candidate` are run ids, id prefixes of 8+ characters, or report paths or
+    s3:// URLs; with neither, the two latest successful runs of the profile's env. `settings`
+    are Settings fields (resamples, seed, confidence, tolerance, n_regressions); a None keeps
+    evalbook's default.
+    """
+    from evalbook.runner import latest_pair
+
+    profile = load_profile(params_path)
+    local_root = local_outputs_root(profile)
+    if baseline is None and candidate is None:
+        baseline, candidate = latest_pair(local_root, profile["env"])
+    reports = [read_report(find_report(local_root, ref, profile["env"])) for ref in (baseline, candidate)]
+    interactive = run_dir is None
+    output_dir = interactive_folder(local_root, profile["env"]) / "compare" if interactive else Path(run_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    chosen = replace(DEFAULTS, **{key: value for key, value in settings.items() if value is not None})
+    return ComparisonContext(
+        profile=profile, baseline=reports[0], candidate=reports[1], output_dir=output_dir,
+        output_path=Path(comparison_path) if comparison_path else output_dir / COMPARISON_FILE,
+        run_id=run_id or "interactive", interactive=interactive, settings=chosen)

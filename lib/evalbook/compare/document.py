@@ -1,0 +1,286 @@
+"""Compare a baseline run with a candidate run, example by example: the compare-v1 document.
+
+Examples are paired by `id`. For every metric both runs can be compared on (the gates in
+evalbook.compare.gates decide), the comparison gives each run's mean over the pairs where both
+values are present, the paired mean delta (candidate - baseline, so a positive delta means the
+candidate scored higher) with a percentile bootstrap confidence interval, and the shares of
+examples that got better, worse or stayed the same (evalbook.stats). Pairs with a value missing in
+either run are counted and skipped, never averaged.
+
+A comparison is a report for people to read; it never fails a pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from evalbook.compare import ComparisonError
+from evalbook.compare.gates import EMBEDDING_ROLES, embedding_gate, judge_gate, judge_side, retrieval_gate
+from evalbook.compare.settings import DEFAULTS, Settings
+from evalbook.files import write_atomically, write_new
+from evalbook.metrics import Metric, of_kind
+from evalbook.metrics import metric as registered
+from evalbook.report.reader import ReportUnreadable, RunReport, check_report, judge_entry
+from evalbook.stats import (PERCENTILE_METHOD, PairedValues, bootstrap_mean_ci, direction_fractions,
+                            paired_deltas)
+from evalbook.validation import COMPARISON_SCHEMA, mismatch
+
+KIND = "compare"
+SCHEMA_VERSION = "1.1"
+# The comparison's name for each kind of metric (its `family`).
+FAMILIES = {"similarity": "embedding", "retrieval": "retrieval", "judge": "judge"}
+# Parts of a judge metric record that are not its verdicts.
+JUDGE_RECORD_BOOKKEEPING = ("score", "score_levels", "threshold_reading")
+CI_METHOD = (
+    "percentile bootstrap of the mean paired delta: a fresh numpy.random.default_rng(seed) per "
+    "metric draws, for each of `resamples` resamples in turn, n indices with replacement "
+    "(rng.integers(0, n, size=n)) from the n paired deltas; the interval is the "
+    "(1 - confidence) / 2 and (1 + confidence) / 2 quantiles of the resample means, by linear "
+    "interpolation (numpy's default quantile method)")
+
+
+
+
+# ---------------------------------------------------------------- pairing
+
+@dataclass(frozen=True)
+class Pairing:
+    """Examples paired by id: paired ids in baseline order, and the ids found in one run only."""
+
+    paired_ids: list[str]
+    only_baseline: list[str]
+    only_candidate: list[str]
+    baseline: dict[str, dict[str, Any]]
+    candidate: dict[str, dict[str, Any]]
+
+
+def _by_id(examples: Sequence[dict[str, Any]], side: str) -> dict[str, dict[str, Any]]:
+    by_id: dict[str, dict[str, Any]] = {}
+    duplicates: dict[str, int] = {}
+    for position, example in enumerate(examples):
+        example_id = example.get("id")
+        if not isinstance(example_id, str):
+            raise ComparisonError(f"the {side} report's example {position} has no string id: {example_id!r}")
+        if example_id in by_id:
+            duplicates[example_id] = duplicates.get(example_id, 1) + 1
+        by_id[example_id] = example
+    if duplicates:
+        listed = ", ".join(f"{i} ({count} times)" for i, count in duplicates.items())
+        raise ComparisonError(f"the {side} report holds duplicate example ids, so examples cannot "
+                              f"be paired by id: {listed}")
+    return by_id
+
+
+def pair_examples(baseline_examples: Sequence[dict[str, Any]],
+                  candidate_examples: Sequence[dict[str, Any]]) -> Pairing:
+    """Pair examples by `id`; raises ComparisonError naming any id repeated within one report."""
+    baseline = _by_id(baseline_examples, "baseline")
+    candidate = _by_id(candidate_examples, "candidate")
+    return Pairing(paired_ids=[i for i in baseline if i in candidate],
+                   only_baseline=[i for i in baseline if i not in candidate],
+                   only_candidate=[i for i in candidate if i not in baseline],
+                   baseline=baseline, candidate=candidate)
+
+
+def judge_verdicts(example: dict[str, Any], metric: str) -> dict[str, Any] | None:
+    """What the judge said on `metric` (statements, questions or criteria, pass, unscored reason)."""
+    entry = judge_entry(example, metric)
+    if entry is None:
+        return None
+    return {key: value for key, value in entry.items() if key not in JUDGE_RECORD_BOOKKEEPING}
+
+
+# ---------------------------------------------------------------- rows, regressions, document
+
+def metric_row(metric: Metric, paired: PairedValues, n_pairs: int, *,
+               with_deltas: bool, gate_reason: str | None, settings: Settings) -> dict[str, Any]:
+    """One row of the metric table; deltas, CI and fractions stay null without `with_deltas`."""
+    row: dict[str, Any] = {
+        "metric": metric.name, "family": FAMILIES[metric.kind], "compared": False, "reason": gate_reason, "note": None,
+        "n_paired": n_pairs, "n": paired.n, "n_skipped": paired.n_skipped,
+        "n_null_baseline_only": paired.n_null_baseline_only,
+        "n_null_candidate_only": paired.n_null_candidate_only, "n_null_both": paired.n_null_both,
+        "baseline_mean": float(paired.baseline.mean()) if paired.n else None,
+        "candidate_mean": float(paired.candidate.mean()) if paired.n else None,
+        "mean_delta": None, "ci_low": None, "ci_high": None,
+        "n_better": None, "n_worse": None, "n_unchanged": None,
+        "fraction_better": None, "fraction_worse": None, "fraction_unchanged": None,
+    }
+    if paired.n == 0:
+        row["reason"] = gate_reason or "no paired example has a value in both runs"
+        return row
+    if not with_deltas:
+        return row
+    low, high = bootstrap_mean_ci(paired.deltas, resamples=settings.resamples, seed=settings.seed,
+                                  confidence=settings.confidence)
+    row.update(compared=True, mean_delta=float(paired.deltas.mean()), ci_low=low, ci_high=high,
+               **direction_fractions(paired.deltas, settings.tolerance))
+    if paired.n == 1:
+        row["note"] = "n=1: the confidence interval is degenerate, equal to the single delta"
+    elif np.all(paired.deltas == paired.deltas[0]):
+        row["note"] = "every delta is equal: the confidence interval is degenerate, equal to the delta"
+    return row
+
+
+def regressions(metric: Metric, paired: PairedValues, pairing: Pairing, settings: Settings) -> list[dict[str, Any]]:
+    """The most negative deltas below -tolerance, worst first (ties in pairing order)."""
+    order = np.argsort(paired.deltas, kind="stable")
+    worst = [i for i in order if paired.deltas[i] < -settings.tolerance][:settings.n_regressions]
+    rows = []
+    for index in worst:
+        example_id = paired.ids[index]
+        base, cand = pairing.baseline[example_id], pairing.candidate[example_id]
+        is_judge = metric.kind == "judge"
+        rows.append({
+            "id": example_id, "question": base["question"], "reference_answer": base["reference_answer"],
+            "baseline_answer": base["generated_answer"], "candidate_answer": cand["generated_answer"],
+            "baseline_score": float(paired.baseline[index]),
+            "candidate_score": float(paired.candidate[index]),
+            "delta": float(paired.deltas[index]),
+            "baseline_judge": judge_verdicts(base, metric.name) if is_judge else None,
+            "candidate_judge": judge_verdicts(cand, metric.name) if is_judge else None,
+        })
+    return rows
+
+
+def run_summary(report: dict[str, Any], location: str) -> dict[str, Any]:
+    provenance = report["provenance"]
+    profile = provenance.get("params_profile") or {}
+    label, status, _ = judge_side(report)
+    return {
+        "run_id": report["run_id"], "location": location, "schema_version": report["schema_version"],
+        "timestamp": report["timestamp"], "dataset": report["dataset"],
+        "models": {key: report["models"].get(key) for key in ("generator", *EMBEDDING_ROLES)},
+        "judge_label": label, "judge_status": status, "k": report["retrieval_summary"]["k"],
+        "git_commit": provenance.get("git_commit"), "params_hash": provenance.get("params_hash"),
+        "params_profile": {"name": profile.get("name"), "version": profile.get("version")},
+        "scoring_device": scoring_device(report),
+    }
+
+
+def scoring_device(report: dict[str, Any]) -> str:
+    """Where a report's embedding models ran; reports made before the device option: the CPU."""
+    return report["provenance"].get("scoring_device", "cpu")
+
+
+def _notes(baseline: dict[str, Any], candidate: dict[str, Any], pairing: Pairing,
+           questions_differ: list[str], judge: dict[str, Any]) -> list[str]:
+    notes = []
+    if baseline["run_id"] == candidate["run_id"]:
+        notes.append(f"the baseline and the candidate are the same run ({baseline['run_id']})")
+    b_data, c_data = baseline["dataset"], candidate["dataset"]
+    if (b_data.get("name"), b_data.get("split")) != (c_data.get("name"), c_data.get("split")):
+        notes.append(f"the datasets differ: baseline {b_data.get('name')}/{b_data.get('split')}, "
+                     f"candidate {c_data.get('name')}/{c_data.get('split')}")
+    if pairing.only_baseline or pairing.only_candidate:
+        notes.append(f"{len(pairing.only_baseline)} example(s) only in the baseline and "
+                     f"{len(pairing.only_candidate)} only in the candidate are left out of every metric")
+    devices = [scoring_device(baseline), scoring_device(candidate)]
+    if devices[0] != devices[1]:
+        notes.append(f"the embedding models ran on different devices (baseline {devices[0]}, candidate "
+                     f"{devices[1]}); their rounding differs, so deltas of about 1e-6 are noise")
+    if questions_differ:
+        notes.append(f"{len(questions_differ)} paired id(s) carry a different question in the two runs: "
+                     + ", ".join(questions_differ))
+    if judge["compared"]:
+        notes.append("judge scores exist only for the examples each judge sampled and scored; "
+                     "pairs without a score in both runs are counted in n_skipped")
+    return notes
+
+
+def _compared_metrics(gates: dict[str, Any]) -> list[tuple[Metric, bool, str | None]]:
+    """Each metric the comparison shows, whether it gets deltas, and why not."""
+    similarity, retrieval = gates["embedding"], gates["retrieval"]
+    chosen = [(m, similarity["compared"], similarity["reason"]) for m in of_kind("similarity")]
+    if retrieval["shown"]:
+        chosen += [(m, retrieval["compared"], retrieval["reason"])
+                   for m in of_kind("retrieval") if m.in_comparison]
+    return chosen + [(registered(name), True, None) for name in gates["judge"]["metrics"]]
+
+
+def build_comparison(baseline: RunReport | dict[str, Any], candidate: RunReport | dict[str, Any], *,
+                     baseline_location: str, candidate_location: str, created_at: datetime,
+                     settings: Settings = DEFAULTS) -> dict[str, Any]:
+    """The compare-v1 document for two loaded reports; `created_at` must be timezone-aware UTC."""
+    if created_at.utcoffset() is None or created_at.utcoffset().total_seconds() != 0:
+        raise ComparisonError("created_at must be timezone-aware UTC")
+    baseline, candidate = RunReport.of(baseline).data, RunReport.of(candidate).data
+    for report, location in ((baseline, baseline_location), (candidate, candidate_location)):
+        try:
+            check_report(report, location)
+        except ReportUnreadable as error:
+            raise ComparisonError(str(error)) from None
+    pairing = pair_examples(baseline["examples"], candidate["examples"])
+    ids = pairing.paired_ids
+    gates = {"judge": judge_gate(baseline, candidate), "embedding": embedding_gate(baseline, candidate),
+             "retrieval": retrieval_gate(baseline, candidate)}
+
+    rows, regressed, long_deltas = [], {}, []
+    for metric, with_deltas, gate_reason in _compared_metrics(gates):
+        paired = paired_deltas(ids, [metric.value(pairing.baseline[i]) for i in ids],
+                               [metric.value(pairing.candidate[i]) for i in ids])
+        row = metric_row(metric, paired, len(ids), with_deltas=with_deltas,
+                         gate_reason=gate_reason, settings=settings)
+        rows.append(row)
+        if not row["compared"]:
+            continue
+        regressed[metric.name] = regressions(metric, paired, pairing, settings)
+        long_deltas.extend(
+            {"id": i, "metric": metric.name, "baseline": float(b), "candidate": float(c), "delta": float(d)}
+            for i, b, c, d in zip(paired.ids, paired.baseline, paired.candidate, paired.deltas))
+
+    questions_differ = [i for i in ids if pairing.baseline[i]["question"] != pairing.candidate[i]["question"]]
+    return {
+        "kind": KIND,
+        "schema_version": SCHEMA_VERSION,
+        "created_at": created_at.isoformat().replace("+00:00", "Z"),
+        "baseline": run_summary(baseline, baseline_location),
+        "candidate": run_summary(candidate, candidate_location),
+        "pairing": {"n_paired": len(ids), "n_only_baseline": len(pairing.only_baseline),
+                    "n_only_candidate": len(pairing.only_candidate),
+                    "only_baseline_ids": pairing.only_baseline, "only_candidate_ids": pairing.only_candidate,
+                    "n_question_differs": len(questions_differ), "question_differs_ids": questions_differ},
+        "gates": gates,
+        "metrics": rows,
+        "regressions": regressed,
+        "deltas": long_deltas,
+        "notes": _notes(baseline, candidate, pairing, questions_differ, gates["judge"]),
+        "parameters": {"resamples": settings.resamples, "seed": settings.seed,
+                       "confidence": settings.confidence, "tolerance": settings.tolerance,
+                       "n_regressions": settings.n_regressions, "ci_method": CI_METHOD,
+                       "quantile_method": PERCENTILE_METHOD},
+    }
+
+
+# ---------------------------------------------------------------- schema and storage
+
+def validate_comparison(doc: dict[str, Any]) -> None:
+    """Raise ComparisonError listing every violation of schemas/compare-v1.json (and any NaN)."""
+    problem = mismatch(doc, COMPARISON_SCHEMA, "comparison")
+    if problem:
+        raise ComparisonError(problem)
+
+
+def write_comparison(doc: dict[str, Any], path: Path, overwrite: bool = False) -> Path:
+    """Validate, then write the comparison atomically; an invalid comparison is not written.
+
+    Write-once unless `overwrite` (for a scratch folder): an existing file is then replaced only
+    once the new one is complete.
+    """
+    validate_comparison(doc)
+    data = (json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    path = Path(path)
+    try:
+        if overwrite:
+            write_atomically(path, data, overwrite=True)
+        else:
+            write_new(path, data)
+    except FileExistsError:
+        raise FileExistsError(f"{path} exists; a comparison is written once, never replaced") from None
+    return path

@@ -1,0 +1,113 @@
+"""The metric registry: one description of every metric evalbook reports.
+
+Every consumer iterates `METRICS` (or `of_kind`) instead of keeping its own list of names: the
+scorer's columns, the report's summaries, the figures' labels and colours, the comparison's rows
+and the judge stage's metrics. A new metric is one entry here plus the code that computes it.
+
+Each metric says where its per-example value sits in a report example (`example_path`) and where
+its summary sits in the report (`summary_path`), so reading a report never needs a branch on a
+metric's name. Colours are entries of seaborn's "colorblind" palette, written out so that this
+module imports nothing heavy (it is read by the command line); a test checks them against
+seaborn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["similarity", "retrieval", "judge"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """How one metric is named, read, ranged, drawn and compared."""
+
+    name: str
+    kind: Kind
+    label: str
+    colour: str
+    example_path: tuple[str, ...]  # keys from a report example to its value
+    summary_path: tuple[str, ...]  # keys from the report to its summary
+    value_range: tuple[float | None, float | None]  # (lowest, highest); None where unbounded
+    mean_key: str | None = "mean"  # the summary's key for the run's mean; None: it has none
+    higher_is_better: bool = True
+    in_comparison: bool = True  # paired example by example in a comparison
+    headline: bool = False  # among the numbers a reader sees first: the run index, worst examples
+
+    def value(self, example: dict[str, Any]) -> float | None:
+        """The example's value as a float; None when it has none (not judged, no retrieval)."""
+        if self.kind == "judge":
+            record = example.get("judge")
+            if not isinstance(record, dict) or record.get("status") != "judged":
+                return None
+        node: Any = example
+        for key in self.example_path:
+            if not isinstance(node, dict) or node.get(key) is None:
+                return None
+            node = node[key]
+        return float(node)
+
+    def summary(self, report: dict[str, Any]) -> dict[str, Any] | None:
+        """The report's summary of this metric; None when the report has none (the judge did not
+        run, or a report written before the metric existed)."""
+        node: Any = report
+        for key in self.summary_path:
+            if not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return node if isinstance(node, dict) else None
+
+    def mean(self, report: dict[str, Any]) -> Any:
+        """The run's mean (a rate for top-k match) as the report gives it; None when absent."""
+        summary = self.summary(report)
+        return None if summary is None or self.mean_key is None else summary.get(self.mean_key)
+
+
+def _similarity(name: str, label: str, colour: str, *path: str, headline: bool = False) -> Metric:
+    return Metric(name, "similarity", label, colour, ("answer_similarity", *path),
+                  ("answer_similarity_summary", name), (-1.0, 1.0), headline=headline)
+
+
+def _judge(name: str, colour: str, lowest: float = 0.0) -> Metric:
+    return Metric(name, "judge", name, colour, ("judge", name, "score"),
+                  ("judge_summary", "metrics", name), (lowest, 1.0), headline=True)
+
+
+METRICS: tuple[Metric, ...] = (
+    _similarity("bertscore_f1", "BERTScore F1", "#0173b2", "bertscore", "f1", headline=True),
+    _similarity("bertscore_precision", "BERTScore precision", "#56b4e9", "bertscore", "precision"),
+    _similarity("bertscore_recall", "BERTScore recall", "#029e73", "bertscore", "recall"),
+    _similarity("sentence_cosine", "sentence cosine", "#de8f05", "sentence_cosine", headline=True),
+    Metric("top_k_match", "retrieval", "top-k match", "#949494", ("retrieval", "top_k_match"),
+           ("retrieval_summary",), (0.0, 1.0), mean_key="top_k_match_rate", headline=True),
+    # A rank is missing where the gold was not retrieved, so pairing ranks would skip exactly
+    # the failures: the comparison pairs top_k_match instead.
+    Metric("rank", "retrieval", "retrieval rank", "#949494", ("retrieval", "rank"),
+           ("retrieval_summary",), (1.0, None), mean_key=None, higher_is_better=False,
+           in_comparison=False),
+    _judge("groundedness", "#d55e00"),
+    _judge("relevance", "#cc78bc", lowest=-1.0),  # a cosine of question embeddings
+    _judge("criteria", "#ca9161"),
+)
+BY_NAME: dict[str, Metric] = {metric.name: metric for metric in METRICS}
+
+# Per-example flags that come with the similarity scores: columns of the scored table beside
+# the metrics, and `flags` of a report example when true.
+SCORE_FLAGS = ("generated_empty", "reference_empty", "truncated_bertscore", "truncated_sentence")
+
+
+def of_kind(kind: Kind) -> tuple[Metric, ...]:
+    return tuple(metric for metric in METRICS if metric.kind == kind)
+
+
+def names(kind: Kind) -> tuple[str, ...]:
+    return tuple(metric.name for metric in of_kind(kind))
+
+
+def metric(name: str) -> Metric:
+    """The registered metric; an unknown name is an error that lists the known ones."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"no metric {name!r}; known metrics: {', '.join(BY_NAME)}") from None

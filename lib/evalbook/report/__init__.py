@@ -1,0 +1,1 @@
+"""The report: its JSON document, its figures and its tables."""

@@ -1,0 +1,122 @@
+"""Tables of a run's report for reading, and the one rendering of a judge's verdicts.
+
+Text cells are escaped by evalbook.escaping; the HTML holds no external resource.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from pandas.io.formats.style import Styler
+
+from evalbook.escaping import escaped_table
+from evalbook.metrics import metric as registered
+from evalbook.metrics import METRICS, names
+from evalbook.report.reader import RunReport, judge_entry
+
+TEXT_COLUMNS = ("question", "reference_answer", "generated_answer")
+UNSCORED_COLUMNS = ("id", "metric", "reason", "raw_reply")
+MARKS = {True: "✓", False: "✗"}  # 1 and 0 hash like True and False; anything else shows as ?
+QUESTION_MARK = "→"  # a question the judge wrote for relevance: no verdict of its own
+
+
+def _verdict_line(verdict: Any, text: Any, why: Any) -> str:
+    return f"{MARKS.get(verdict, '?')} {text}" + (f" — {why}" if why else "")
+
+
+def verdict_text(record: dict[str, Any] | None) -> str:
+    """A judge's record on one metric as lines: each statement or criterion with its verdict
+    (✓, ✗, ? when unreadable) and reason, each generated question, and why it is unscored.
+
+    Read from the record's own keys (statements, criteria, generated_questions), so every judge
+    metric, in a run's tables and in a comparison's, renders the same way. None gives "".
+    """
+    if record is None:
+        return ""
+    lines = [_verdict_line(s.get("verdict"), s.get("statement", ""), s.get("justification"))
+             for s in record.get("statements") or []]
+    lines += [_verdict_line(c.get("met"), c.get("criterion", ""), c.get("rationale"))
+              for c in record.get("criteria") or []]
+    lines += [f"{QUESTION_MARK} {question}" for question in record.get("generated_questions") or []]
+    if record.get("unscored_reason"):
+        lines.append(f"unscored: {record['unscored_reason']}")
+    return "\n".join(lines)
+
+
+def worst_example_metrics(report: RunReport | dict[str, Any]) -> list[str]:
+    """The metrics whose worst examples a reader looks at: the headline similarity metrics, and
+    each judge metric with at least one scored answer, in the registry's order."""
+    view = RunReport.of(report)
+    judged = [m for m in view.judged_metrics() if (m.summary(view.data).get("n_scored") or 0) > 0]
+    return [m.name for m in METRICS if m.headline and m.kind == "similarity"] + [m.name for m in judged]
+
+
+def worst_examples_frame(report: dict[str, Any], metric: str, n: int = 5) -> pd.DataFrame:
+    """The n scored examples with the lowest `metric`, lowest first (ties by id), with their texts.
+
+    Judge metrics add a `judgment` column: the statements with their verdicts (✓ supported,
+    ✗ not, ? unreadable), the criteria met or not, or relevance's generated questions.
+    Examples without a score are left out; an empty frame keeps the columns.
+    """
+    kind = registered(metric).kind
+    if kind == "retrieval":
+        raise ValueError(f"{metric!r} is not a per-example score; worst examples are listed for the "
+                         "similarity and judge metrics")
+    judged = kind == "judge"
+    columns = ["id", metric, *TEXT_COLUMNS, *(["judgment"] if judged else [])]
+    rows = []
+    for example in RunReport.of(report).examples:
+        score = registered(metric).value(example)
+        if score is None:
+            continue
+        row = {"id": example["id"], metric: score, **{c: example[c] for c in TEXT_COLUMNS}}
+        if judged:
+            row["judgment"] = verdict_text(judge_entry(example, metric))
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=columns).astype({metric: "float64"})
+    return frame.sort_values([metric, "id"], kind="mergesort").head(n).reset_index(drop=True)
+
+
+def readable_table(frame: pd.DataFrame, caption: str) -> Styler:
+    """A table of examples styled for reading: full text wrapped (never cut short), escaped by
+    evalbook.escaping, numbers to 3 decimals, missing values as an em dash."""
+    return (escaped_table(frame, caption).hide(axis="index")
+            .set_table_styles([
+                {"selector": "td", "props": "white-space: pre-wrap; max-width: 32em; "
+                                            "vertical-align: top; text-align: left;"},
+                {"selector": "th", "props": "text-align: left;"}]))
+
+
+def worst_examples(report: dict[str, Any], metric: str, n: int = 5) -> Styler:
+    """worst_examples_frame styled for reading: wrapped text, the score on a red-to-blue gradient.
+
+    The gradient spans the metric's range in the registry (-1 to 1 for BERTScore, the cosine
+    and relevance; 0 to 1 for groundedness and criteria). Text is HTML escaped and the HTML holds no external resource (no font, no URL of its own).
+    """
+    frame = worst_examples_frame(report, metric, n)
+    described = registered(metric)
+    low = described.value_range[0]
+    n_scored = sum(value is not None for value in RunReport.of(report).values(metric))
+    noun = "scored example" if n_scored == 1 else "scored examples"
+    styler = readable_table(frame, f"The {len(frame)} lowest {described.label} scores of {n_scored} {noun}")
+    if len(frame):
+        styler = styler.background_gradient(cmap="RdBu", subset=[metric], vmin=low, vmax=1.0)
+    return styler
+
+
+def unscored_judgments(report: dict[str, Any]) -> pd.DataFrame:
+    """Every judged example and metric without a score, with the reason and the raw reply's start.
+
+    Sorted by metric, reason and id; an empty frame with the same columns when every judgment
+    was scored or the judge did not run.
+    """
+    rows = []
+    for example in RunReport.of(report).examples:
+        for metric in names("judge"):
+            entry = judge_entry(example, metric)
+            if entry is not None and entry["score"] is None:
+                rows.append({"id": example["id"], "metric": metric, "reason": entry["unscored_reason"],
+                             "raw_reply": (entry.get("raw_reply") or "")[:200]})
+    frame = pd.DataFrame(rows, columns=list(UNSCORED_COLUMNS))
+    return frame.sort_values(["metric", "reason", "id"], kind="mergesort").reset_index(drop=True)

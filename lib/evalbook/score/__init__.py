@@ -1,0 +1,1 @@
+"""Scoring: model weights, the token encoder, BERTScore and cosine, retrieval, the embedding cache, engines."""
