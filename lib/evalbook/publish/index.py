@@ -21,6 +21,7 @@ from evalbook.files import write_atomically
 from evalbook.metrics import METRICS, of_kind
 from evalbook.metrics import metric as registered
 from evalbook.publish.pages import noinput_path
+from evalbook.report.reader import RunReport
 from evalbook.layout import COMPARISONS_DIR, RUN_DAY_GLOB, report_path, run_env, run_folders
 
 INDEX_NAME = "index.html"
@@ -138,13 +139,6 @@ def _bertscore_layer(report: dict[str, Any]) -> int | None:
 RUN_COLUMNS = tuple(m.name for m in METRICS if m.headline and m.kind != "judge")
 
 
-def _metrics(report: dict[str, Any]) -> dict[str, Any]:
-    """The headline means of the registry (a rate for top-k match), by metric name; a judge
-    metric only when the report has its summary."""
-    return {metric.name: metric.mean(report) for metric in METRICS
-            if metric.headline and (metric.kind != "judge" or metric.summary(report) is not None)}
-
-
 def _report_fields(report: dict[str, Any]) -> dict[str, Any]:
     judge = report.get("judge_summary")
     return {
@@ -155,7 +149,7 @@ def _report_fields(report: dict[str, Any]) -> dict[str, Any]:
                    "generator": _field(report, "models", "generator")},
         "judge_label": _field(judge, "label") or _field(judge, "status"),
         "k": _field(report, "retrieval_summary", "k"),
-        "metrics": _metrics(report),
+        "metrics": RunReport(report).headline_means(),
     }
 
 
@@ -342,7 +336,7 @@ td.better { color: var(--ok); }
 _COMPARISON_GLOBS = (f"{RUN_DAY_GLOB}/{COMPARISONS_DIR}/*.json",
                      f"*/{COMPARISONS_DIR}/*.json")
 COMPARE_NOTEBOOK_HTML = "05_compare.html"
-HEADLINE_DELTAS = ("bertscore_f1", "sentence_cosine")
+HEADLINE_DELTAS = tuple(m.name for m in METRICS if m.headline and m.kind == "similarity")
 
 
 def collect_comparisons(outputs_root: Path) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from evalbook.metrics import Metric, metric, of_kind
+from evalbook.metrics import METRICS, Metric, metric, of_kind
 from evalbook.params import is_remote
 from evalbook.validation import ReportError, validate_report
 
@@ -116,6 +116,12 @@ class RunReport:
 
     def summary(self, name: str) -> dict[str, Any] | None:
         return metric(name).summary(self.data)
+
+    def headline_means(self) -> dict[str, Any]:
+        """The registry's headline metrics and the run's mean of each (a rate for top-k match),
+        by name; a judge metric only when the report has its summary."""
+        return {m.name: m.mean(self.data) for m in METRICS
+                if m.headline and (m.kind != "judge" or m.summary(self.data) is not None)}
 
     def values(self, name: str) -> list[float | None]:
         """Each example's value of metric `name`, None where it has none."""
