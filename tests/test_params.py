@@ -24,33 +24,10 @@ from evalbook.params import (
     resolved_values,
     validate,
 )
+from paths import DEFAULT_PROFILE, ROOT
 
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 SHIPPED = ("default", "adr014", "local-judge", "openai")
-DEFAULT = Path(__file__).resolve().parents[1] / "params" / "default.yaml"
-
-
-@pytest.fixture(scope="session")
-def root() -> Path:
-    return Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def default_values(root: Path) -> dict:
-    return yaml.safe_load((root / "params" / "default.yaml").read_text("utf-8"))
-
-
-@pytest.fixture
-def write_profile(tmp_path: Path):
-    """Write a profile (a dict, or raw text) into tmp_path and return its path."""
-
-    def write(values, name: str = "profile.yaml") -> Path:
-        path = tmp_path / name
-        text = values if isinstance(values, str) else yaml.safe_dump(values, sort_keys=False)
-        path.write_text(text, "utf-8")
-        return path
-
-    return write
 
 
 def error_of(path: Path, overrides: dict | None = None) -> str:
@@ -69,41 +46,40 @@ def test_profile_schema_is_a_valid_json_schema():
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_profile_loads_and_validates(root: Path, name: str):
-    path = root / "params" / f"{name}.yaml"
+def test_shipped_profile_loads_and_validates(name: str):
+    path = ROOT / "params" / f"{name}.yaml"
     profile = load_profile(path)
     assert isinstance(profile, Profile)
     assert profile["name"] == name, f"{path}: name {profile['name']!r} differs from the file name"
     assert profile.source_path == path.resolve()
-    assert profile.root == root
+    assert profile.root == ROOT
     # The merged values validate on their own (load_profile does not depend on overrides).
     validate(profile.values, str(path))
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_profile_has_integer_version(root: Path, name: str):
-    version = load_profile(root / "params" / f"{name}.yaml")["version"]
+def test_shipped_profile_has_integer_version(name: str):
+    version = load_profile(ROOT / "params" / f"{name}.yaml")["version"]
     # bool is a subclass of int; a profile version must be a real integer.
     assert type(version) is int and version >= 1, f"{name}: version {version!r}"
 
 
-def test_changelog_has_a_section_and_current_version_for_each_profile(root: Path):
-    changelog = root / "params" / "CHANGELOG.md"
+def test_changelog_has_a_section_and_current_version_for_each_profile():
+    changelog = ROOT / "params" / "CHANGELOG.md"
     assert changelog.is_file(), f"{changelog} is missing"
     text = changelog.read_text("utf-8")
     for name in SHIPPED:
         assert name in text, f"CHANGELOG.md does not mention profile {name!r}"
         section = re.search(rf"^##\s+{re.escape(name)}\s*$(.*?)(?=^##\s|\Z)", text, re.M | re.S)
         assert section, f"CHANGELOG.md has no '## {name}' section"
-        version = load_profile(root / "params" / f"{name}.yaml")["version"]
+        version = load_profile(ROOT / "params" / f"{name}.yaml")["version"]
         assert f"**{version}**" in section.group(1), (
             f"CHANGELOG.md section {name!r} has no entry for the profile's current version {version}")
 
 
-def test_default_profile_pins(root: Path):
-    profile = load_profile(root / "params" / "default.yaml")
-    bert = profile["models"]["bertscore"]
-    sentence = profile["models"]["sentence_transformer"]
+def test_default_profile_pins(default_profile: Profile):
+    bert = default_profile["models"]["bertscore"]
+    sentence = default_profile["models"]["sentence_transformer"]
     assert bert["num_layers"] == 6
     assert bert["idf"] is False
     assert bert["rescale_with_baseline"] is False
@@ -114,18 +90,17 @@ def test_default_profile_pins(root: Path):
         assert spec["name"] == "sentence-transformers/all-MiniLM-L6-v2", role
 
 
-def test_default_profile_runs_offline_on_shipped_data(root: Path):
-    profile = load_profile(root / "params" / "default.yaml")
+def test_default_profile_runs_offline_on_shipped_data(default_profile: Profile):
     for key in ("input_path", "predictions_path"):
-        value = profile.path(key)
+        value = default_profile.path(key)
         assert "://" not in value, f"default.yaml {key} must be local, got {value}"
         assert Path(value).is_file(), f"default.yaml {key} points at a missing file {value}"
     for role in ("bertscore", "sentence_transformer"):
-        assert not profile["models"][role]["source"].startswith("hub:")
+        assert not default_profile["models"][role]["source"].startswith("hub:")
 
 
-def test_adr014_profile_pins(root: Path):
-    profile = load_profile(root / "params" / "adr014.yaml")
+def test_adr014_profile_pins():
+    profile = load_profile(ROOT / "params" / "adr014.yaml")
     bert = profile["models"]["bertscore"]
     assert bert["name"] == "bert-base-uncased"
     assert bert["num_layers"] == 9
@@ -224,16 +199,16 @@ def test_a_key_added_later_is_still_checked(default_values, write_profile):
 
 @pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:1", "mps"])
 def test_scoring_device_names_are_accepted(device):
-    assert load_profile(DEFAULT, {"scoring.device": device})["scoring"]["device"] == device
+    assert load_profile(DEFAULT_PROFILE, {"scoring.device": device})["scoring"]["device"] == device
 
 
 def test_gpu_actors_that_would_compute_on_the_cpu_are_refused():
     overrides = {"engine": "ray", "ray_num_gpus": 1, "scoring.device": "cpu"}
     with pytest.raises(ParamsError, match="ray_num_gpus is 1 but scoring.device is cpu"):
-        load_profile(DEFAULT, overrides)
-    assert load_profile(DEFAULT, {**overrides, "scoring.device": "auto"})["ray_num_gpus"] == 1
+        load_profile(DEFAULT_PROFILE, overrides)
+    assert load_profile(DEFAULT_PROFILE, {**overrides, "scoring.device": "auto"})["ray_num_gpus"] == 1
     # With the local engine, ray_num_gpus is not used.
-    assert load_profile(DEFAULT, {**overrides, "engine": "local"})["scoring"]["device"] == "cpu"
+    assert load_profile(DEFAULT_PROFILE, {**overrides, "engine": "local"})["scoring"]["device"] == "cpu"
 
 
 @pytest.mark.parametrize("shared, accepted", [
@@ -242,10 +217,10 @@ def test_gpu_actors_that_would_compute_on_the_cpu_are_refused():
 ])
 def test_ray_shared_path_is_a_url_or_an_absolute_path(shared, accepted):
     if accepted:
-        assert load_profile(DEFAULT, {"ray_shared_path": shared})["ray_shared_path"] == shared
+        assert load_profile(DEFAULT_PROFILE, {"ray_shared_path": shared})["ray_shared_path"] == shared
     else:
         with pytest.raises(ParamsError, match="must be an s3:// URL or an absolute path"):
-            load_profile(DEFAULT, {"ray_shared_path": shared})
+            load_profile(DEFAULT_PROFILE, {"ray_shared_path": shared})
 
 
 def test_idf_true_is_rejected(default_values, write_profile):
@@ -364,8 +339,8 @@ def test_parse_override_rejects_invalid_yaml_value():
     assert "limit=[1" in str(info.value) and "not valid YAML" in str(info.value)
 
 
-def test_dotted_override_is_applied(root: Path):
-    path = root / "params" / "default.yaml"
+def test_dotted_override_is_applied():
+    path = DEFAULT_PROFILE
     profile = load_profile(path, dict([parse_override("models.bertscore.num_layers=5"),
                                        parse_override("limit=3")]))
     assert profile.get("models.bertscore.num_layers") == 5
@@ -387,19 +362,19 @@ def test_apply_overrides_does_not_mutate_its_input(default_values):
     ({"limit": "ten"}, "limit"),
     ({"run_id": "not-a-uuid"}, "run_id"),
 ])
-def test_override_that_breaks_the_schema_fails_validation(root: Path, override, expected):
-    path = root / "params" / "default.yaml"
+def test_override_that_breaks_the_schema_fails_validation(override, expected):
+    path = DEFAULT_PROFILE
     message = error_of(path, override)
     assert str(path) in message and expected in message
 
 
-def test_override_into_a_missing_section_names_it(root: Path):
-    message = error_of(root / "params" / "default.yaml", {"nosection.key": 1})
+def test_override_into_a_missing_section_names_it():
+    message = error_of(DEFAULT_PROFILE, {"nosection.key": 1})
     assert "nosection.key" in message and "'nosection' is not a section" in message
 
 
-def test_override_through_a_scalar_names_it(root: Path):
-    message = error_of(root / "params" / "default.yaml", {"limit.inner": 1})
+def test_override_through_a_scalar_names_it():
+    message = error_of(DEFAULT_PROFILE, {"limit.inner": 1})
     assert "'limit' is not a section" in message
 
 
@@ -460,8 +435,8 @@ def test_path_override_without_override_root_resolves_against_project_root(proje
 
 # ---------------------------------------------------------------- content hash and resolved values
 
-def test_content_hash_is_stable_and_changes_with_values(root: Path, project: Path):
-    path = root / "params" / "default.yaml"
+def test_content_hash_is_stable_and_changes_with_values(project: Path):
+    path = DEFAULT_PROFILE
     first = load_profile(path).content_hash
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", first), first
     assert load_profile(path).content_hash == first
@@ -479,19 +454,18 @@ def test_content_hash_ignores_key_order_and_comments(default_values, write_profi
     assert load_profile(write_profile(text, "b.yaml")).content_hash == first
 
 
-def test_resolved_values_makes_paths_absolute(root: Path):
-    profile = load_profile(root / "params" / "default.yaml")
-    before = copy.deepcopy(profile.values)
-    values = resolved_values(profile)
-    assert values["input_path"] == str(root / "data" / "sample" / "examples.jsonl")
-    assert values["predictions_path"] == str(root / "data" / "sample" / "predictions.jsonl")
-    assert values["outputs_root"] == str(root / "outputs")
+def test_resolved_values_makes_paths_absolute(default_profile: Profile):
+    before = copy.deepcopy(default_profile.values)
+    values = resolved_values(default_profile)
+    assert values["input_path"] == str(ROOT / "data" / "sample" / "examples.jsonl")
+    assert values["predictions_path"] == str(ROOT / "data" / "sample" / "predictions.jsonl")
+    assert values["outputs_root"] == str(ROOT / "outputs")
     assert values["models"]["bertscore"]["baseline_path"] is None
-    assert profile.values == before, "resolved_values must not change the profile"
+    assert default_profile.values == before, "resolved_values must not change the profile"
     # everything else is unchanged, and the result is still a valid profile
     # The judge cache defaults to a file under the outputs root, shared by all runs.
-    assert values["judge"]["cache_path"] == str(root / "outputs" / "judge-cache.sqlite")
-    assert values["local_outputs_root"] == str(root / "outputs")
+    assert values["judge"]["cache_path"] == str(ROOT / "outputs" / "judge-cache.sqlite")
+    assert values["local_outputs_root"] == str(ROOT / "outputs")
     for key in set(values) - {"input_path", "predictions_path", "outputs_root", "local_outputs_root",
                               "models", "judge"}:
         assert values[key] == before[key], key
@@ -499,12 +473,12 @@ def test_resolved_values_makes_paths_absolute(root: Path):
     json.dumps(values)
 
 
-def test_resolved_values_keeps_hf_paths_and_null(root: Path):
-    profile = load_profile(root / "params" / "adr014.yaml")
+def test_resolved_values_keeps_hf_paths_and_null():
+    profile = load_profile(ROOT / "params" / "adr014.yaml")
     values = resolved_values(profile)
     assert values["input_path"] == "hf://datasets/neural-bridge/rag-dataset-12000"
     assert values["predictions_path"] is None
-    assert values["outputs_root"] == str(root / "outputs")
+    assert values["outputs_root"] == str(ROOT / "outputs")
 
 
 def test_resolved_values_resolves_baseline_path(project: Path, default_values):
@@ -516,15 +490,14 @@ def test_resolved_values_resolves_baseline_path(project: Path, default_values):
     assert values["models"]["bertscore"]["baseline_path"] == str(project / "baselines" / "b.tsv")
 
 
-def test_resolved_profile_reloads_to_the_same_paths(root: Path, tmp_path: Path):
+def test_resolved_profile_reloads_to_the_same_paths(default_profile: Profile, tmp_path: Path):
     """The runner writes resolved values into the run folder; reloading them keeps the paths."""
-    profile = load_profile(root / "params" / "default.yaml")
     copy_path = tmp_path / "run" / "params.yaml"
     copy_path.parent.mkdir()
-    copy_path.write_text(yaml.safe_dump(resolved_values(profile)), "utf-8")
+    copy_path.write_text(yaml.safe_dump(resolved_values(default_profile)), "utf-8")
     reloaded = load_profile(copy_path)
     for key in params_module.PATH_KEYS:
-        assert reloaded.path(key) == profile.path(key), key
+        assert reloaded.path(key) == default_profile.path(key), key
 
 
 def test_an_s3_outputs_root_runs_in_the_local_outputs_root(project: Path, default_values):
@@ -561,28 +534,27 @@ def _write(path: Path, values: dict) -> Path:
 # ---------------------------------------------------------------- values that would escape the outputs root
 
 @pytest.mark.parametrize("env", ["..", ".", ".hidden", "a/b", "../x", "-rf", "embedding-cache", "x" * 65])
-def test_env_must_be_one_safe_folder_name(root: Path, env: str):
-    message = error_of(root / "params" / "default.yaml", {"env": env})
+def test_env_must_be_one_safe_folder_name(env: str):
+    message = error_of(DEFAULT_PROFILE, {"env": env})
     assert f"env: {env!r}" in message and "allowed: one folder name" in message
 
 
 @pytest.mark.parametrize("env", ["local", "2026", "prod.v2", "team_a-ci"])
-def test_ordinary_env_names_are_accepted(root: Path, env: str):
-    assert load_profile(root / "params" / "default.yaml", {"env": env})["env"] == env
+def test_ordinary_env_names_are_accepted(env: str):
+    assert load_profile(DEFAULT_PROFILE, {"env": env})["env"] == env
 
 
-def test_a_run_id_that_is_a_path_is_refused_with_what_is_allowed(root: Path):
-    message = error_of(root / "params" / "default.yaml", {"run_id": "../x"})
+def test_a_run_id_that_is_a_path_is_refused_with_what_is_allowed():
+    message = error_of(DEFAULT_PROFILE, {"run_id": "../x"})
     assert "run_id: '../x'" in message and "allowed: a uuid4" in message
 
 
 @pytest.mark.parametrize("key", ["input_path", "predictions_path", "outputs_root", "local_outputs_root",
                                  "judge.cache_path", "scoring.embedding_cache.path"])
-def test_an_empty_path_override_is_refused_not_read_as_the_working_folder(root: Path, tmp_path: Path,
-                                                                         key: str):
+def test_an_empty_path_override_is_refused_not_read_as_the_working_folder(tmp_path: Path, key: str):
     overrides = dict([parse_override(f"{key}=")])
     with pytest.raises(ParamsError) as info:
-        load_profile(root / "params" / "default.yaml", overrides, override_root=tmp_path)
+        load_profile(DEFAULT_PROFILE, overrides, override_root=tmp_path)
     assert f"-p {key}= is empty" in str(info.value)
 
 
