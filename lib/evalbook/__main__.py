@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from pathlib import Path
 
 # evalbook is imported inside the commands, so that a Ctrl-C during the seconds its imports take
 # also ends in one line rather than a traceback.
@@ -47,7 +48,7 @@ def _compare(args: argparse.Namespace) -> int:
     given = {"resamples": args.resamples, "bootstrap_seed": args.bootstrap_seed,
              "confidence": args.confidence, "tolerance": args.tolerance, "n_regressions": args.regressions}
     parameters = {name: value for name, value in given.items() if value is not None}
-    result = run_comparison(args.params, args.baseline, args.candidate, parameters)
+    result = run_comparison(args.params, args.baseline, args.candidate, parameters, overrides=args.overrides)
     print(f"comparison folder: {result.output_dir}")
     if result.html:
         print(f"05_compare HTML: {result.html}")
@@ -57,14 +58,19 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _diff(args: argparse.Namespace) -> int:
     from evalbook.layout import find_run_folder
-    from evalbook.params import load_profile, local_outputs_root
+    from evalbook.params import load_profile, local_outputs_root, parse_overrides
     from evalbook.publish.rundiff import diff_runs
 
-    profile = load_profile(args.params)
+    profile = load_profile(args.params, parse_overrides(args.overrides), override_root=Path.cwd())
     root = local_outputs_root(profile)
     a, b = (find_run_folder(root, ref) for ref in (args.a, args.b))
     diff_runs(a, b, color=sys.stdout.isatty())
     return 0
+
+
+def _add_overrides(command: argparse.ArgumentParser) -> None:
+    command.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                         help="override a profile value (dotted keys reach sections); repeatable")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,13 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run load, score, judge and report with Papermill")
     run.add_argument("--params", required=True, help="params profile, e.g. params/default.yaml")
-    run.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a profile value (dotted keys reach sections); repeatable")
+    _add_overrides(run)
     run.set_defaults(handler=_run)
 
     compare = commands.add_parser("compare", help="compare two runs with 05_compare (a report, never a gate)")
     compare.add_argument("--params", default="params/default.yaml",
                          help="profile giving the outputs root and env to look runs up in")
+    _add_overrides(compare)
     compare.add_argument("--baseline",
                          help="baseline run id (or its first 8+ characters), or report path / s3:// URL")
     compare.add_argument("--candidate",
@@ -97,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     diff = commands.add_parser("diff", help="params and notebook-source diff of two runs (nbdime)")
     diff.add_argument("--params", default="params/default.yaml", help="profile giving the outputs root")
+    _add_overrides(diff)
     diff.add_argument("a", help="run id, its first 8+ characters, or run folder A")
     diff.add_argument("b", help="run id, its first 8+ characters, or run folder B")
     diff.set_defaults(handler=_diff)

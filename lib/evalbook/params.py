@@ -118,6 +118,11 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
+def parse_overrides(texts: list[str] | None) -> dict[str, Any]:
+    """`-p KEY=VALUE` texts as a dict of dotted keys to values."""
+    return dict(parse_override(text) for text in texts or [])
+
+
 def apply_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """Return a copy of `values` with dotted-key overrides set; unknown keys are left to validation."""
     merged = copy.deepcopy(values)

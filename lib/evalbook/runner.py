@@ -49,7 +49,7 @@ from evalbook.params import (
     is_remote,
     load_profile,
     local_outputs_root,
-    parse_override,
+    parse_overrides,
     resolved_values,
 )
 from evalbook.pipeline import PROVENANCE
@@ -324,8 +324,7 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
     that fails: the profile and overrides, the models and the BERTScore layer, the rescaling
     baseline, the S3 root (credentials, bucket, the run id), the local outputs root, and that
     the run id is new on every date and in every env."""
-    parsed = dict(parse_override(text) for text in overrides or [])
-    profile = load_profile(params_path, parsed, override_root=Path.cwd())
+    profile = load_profile(params_path, parse_overrides(overrides), override_root=Path.cwd())
     models = resolve_profile_models(profile)
     values = resolved_values(profile)
     bertscore = values["models"]["bertscore"]
@@ -504,7 +503,7 @@ def latest_pair(local_root: Path, env: str) -> tuple[str, str]:
 
 def run_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None,
                    notebook_parameters: dict[str, Any] | None = None,
-                   log: TextIO | None = None) -> ComparisonRun:
+                   log: TextIO | None = None, overrides: list[str] | None = None) -> ComparisonRun:
     """Run 05_compare with Papermill on two runs (run ids or report paths/URLs).
 
     Without either run, the two latest successful runs of the profile's env are compared. The
@@ -517,7 +516,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
 
     log = log or sys.stderr
 
-    profile = load_profile(params_path)
+    profile = load_profile(params_path, parse_overrides(overrides), override_root=Path.cwd())
     local_root = local_outputs_root(profile)
     if (baseline is None) != (candidate is None):
         raise RunFailed("give both --baseline and --candidate, or neither to compare the two latest runs")
@@ -542,7 +541,10 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
         raise RunFailed(f"comparison {comparison_id} already exists at {output_dir}")
     output_dir.mkdir(parents=True)
 
-    parameters = {"params_path": str(Path(params_path).resolve()), "baseline": baseline_location,
+    # 05 reads the profile as resolved here, overrides applied, from the comparison's own folder
+    resolved = output_dir / "params.yaml"
+    write_new(resolved, yaml.safe_dump(resolved_values(profile), sort_keys=False).encode("utf-8"))
+    parameters = {"params_path": str(resolved), "baseline": baseline_location,
                   "candidate": candidate_location, "run_dir": str(output_dir),
                   "comparison_path": str(comparison_path), "run_id": comparison_id,
                   **(notebook_parameters or {})}

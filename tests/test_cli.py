@@ -1,0 +1,31 @@
+"""The command line: every command takes the profile and its -p overrides the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evalbook.__main__ import main
+
+DEFAULT = str(Path(__file__).resolve().parents[1] / "params" / "default.yaml")
+
+
+@pytest.mark.parametrize("command", [
+    ["compare", "--baseline", "0f4a3c2e-no-such-run", "--candidate", "9b1d7e6a-no-such-run"],
+    ["diff", "0f4a3c2e-no-such-run", "9b1d7e6a-no-such-run"],
+])
+def test_compare_and_diff_look_runs_up_under_an_overridden_outputs_root(tmp_path, capsys, command):
+    root = tmp_path / "elsewhere"
+    code = main([command[0], "--params", DEFAULT, "-p", f"outputs_root={root}", *command[1:]])
+    error = capsys.readouterr().err
+    assert code == 2, error
+    assert error.startswith("evalbook: ") and "0f4a3c2e-no-such-run" in error
+    assert str(root) in error, error
+
+
+def test_every_command_lists_the_override_option(capsys):
+    for command in ("run", "compare", "diff"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "-p KEY=VALUE" in capsys.readouterr().out, command
