@@ -4,7 +4,6 @@ the protocol, is judged, recorded and summarized without a change to the stage."
 from __future__ import annotations
 
 import ast
-import copy
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,9 +17,7 @@ from evalbook.judge.cache import JudgeCache
 from evalbook.judge.groundedness import SCHEMA as STATEMENTS_SCHEMA
 from evalbook.judge.protocol import JUDGED_METRICS, JudgedMetric
 from evalbook.judge.score import Score
-from evalbook.params import load_profile
 
-ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = {"a": [1, 1], "b": [1, 0, 0], "c": []}
 
 
@@ -77,11 +74,10 @@ def run(config: dict, cache: JudgeCache, metrics):
 
 
 @pytest.fixture
-def config() -> dict:
-    config = copy.deepcopy(load_profile(ROOT / "params" / "default.yaml")["judge"])
-    config["sample_size"] = None
-    config["metrics"]["all_supported"] = {"enabled": True, "threshold": 1.0}
-    return config
+def config(default_judge_config) -> dict:
+    default_judge_config["sample_size"] = None
+    default_judge_config["metrics"]["all_supported"] = {"enabled": True, "threshold": 1.0}
+    return default_judge_config
 
 
 def test_a_metric_defined_only_through_the_protocol_is_judged_by_the_stage(config, cache):
