@@ -7,25 +7,23 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
 from evalbook.judge.stage import NothingEligible
 from evalbook.pipeline import JUDGE, assemble_report, canonical_table, open_stage, run_judge, save_report
 
-ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-DO-NOT-LEAK"
 
 
-def write_profile(tmp_path: Path, **judge_changes) -> Path:
-    values = yaml.safe_load((ROOT / "params" / "default.yaml").read_text())
-    values["outputs_root"] = str(tmp_path / "outputs")
-    for key in ("input_path", "predictions_path"):
-        values[key] = str(ROOT / values[key])
-    values["limit"] = 4
-    values["judge"].update(judge_changes)
-    path = tmp_path / "profile.yaml"
-    path.write_text(yaml.safe_dump(values))
-    return path
+@pytest.fixture
+def write_judge_profile(relocated_default_values, write_profile):
+    """Write a profile of the sample's first 4 examples, the judge section changed as given."""
+
+    def write(**judge_changes) -> Path:
+        relocated_default_values["limit"] = 4
+        relocated_default_values["judge"].update(judge_changes)
+        return write_profile(relocated_default_values)
+
+    return write
 
 
 def reply_for(prompt: str) -> str:
@@ -69,9 +67,9 @@ def files_holding(root: Path, needle: bytes) -> list[Path]:
     return [path for path in sorted(root.rglob("*")) if path.is_file() and needle in path.read_bytes()]
 
 
-def test_the_api_key_leaves_no_trace_in_any_file(tmp_path, monkeypatch):
+def test_the_api_key_leaves_no_trace_in_any_file(tmp_path, monkeypatch, write_judge_profile):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    ctx = open_stage(str(write_profile(tmp_path, api_key_env="OPENAI_API_KEY")))
+    ctx = open_stage(str(write_judge_profile(api_key_env="OPENAI_API_KEY")))
     server = Server(expected_key=SECRET)
     result = run_judge(ctx, canonical_table(ctx), http_transport=httpx.MockTransport(server))
 
@@ -102,8 +100,8 @@ def test_the_leak_check_would_see_a_key_in_the_cache(tmp_path):
     assert files_holding(tmp_path, SECRET.encode("utf-8")) == [tmp_path / "c.sqlite"]
 
 
-def test_nothing_eligible_fails_the_judge_stage_loudly(tmp_path):
-    ctx = open_stage(str(write_profile(tmp_path, eligible_sources=["NoSuchPolicy"])))
+def test_nothing_eligible_fails_the_judge_stage_loudly(write_judge_profile):
+    ctx = open_stage(str(write_judge_profile(eligible_sources=["NoSuchPolicy"])))
     server = Server(expected_key=None)
     with pytest.raises(NothingEligible) as info:
         run_judge(ctx, canonical_table(ctx), http_transport=httpx.MockTransport(server))
