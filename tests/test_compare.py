@@ -763,11 +763,10 @@ def test_read_report_reads_s3_through_storage(monkeypatch):
     assert asked == ["s3://bucket/runs/r.json"]
 
 
-def test_compare_with_a_run_that_cannot_be_found_exits_2_with_one_line(tmp_path, capsys):
+def test_compare_with_a_run_that_cannot_be_found_exits_2_with_one_line(tmp_path, capsys, write_extending_profile):
     from evalbook.__main__ import main
 
-    profile = tmp_path / "profile.yaml"
-    profile.write_text(f"extends: {Path(__file__).resolve().parents[1] / 'params' / 'default.yaml'}\noutputs_root: {tmp_path / 'outputs'}\n")
+    profile = write_extending_profile(outputs_root=str(tmp_path / "outputs"))
     code = main(["compare", "--params", str(profile), "--baseline", "0f4a3c2e-no-such-run",
                  "--candidate", "9b1d7e6a-no-such-run"])
     error = capsys.readouterr().err
