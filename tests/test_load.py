@@ -23,8 +23,7 @@ from evalbook.load import (
     load_evaluation_set,
     read_canonical,
 )
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from paths import ROOT
 
 
 # ---------------------------------------------------------------- helpers
@@ -734,8 +733,8 @@ def test_hf_split_without_files_names_the_pattern(hf_fs):
 @pytest.fixture
 def sample_dir(monkeypatch) -> Path:
     """Run from the repository root so that the documented relative paths resolve."""
-    monkeypatch.chdir(REPO_ROOT)
-    return REPO_ROOT / "data" / "sample"
+    monkeypatch.chdir(ROOT)
+    return ROOT / "data" / "sample"
 
 
 def test_bundled_sample_loads(sample_dir):
