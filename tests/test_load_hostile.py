@@ -19,11 +19,10 @@ import pytest
 
 from evalbook.__main__ import main
 from evalbook.load import LoadError, load_evaluation_set
+from paths import DEFAULT_PROFILE, ROOT
 from s3server import AWS_VARIABLES_REPLACED, MotoServer, aws_test_variables
 from test_load import assert_names, example, write_jsonl
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = str(ROOT / "params" / "default.yaml")
 HEADER = "id,question,context,answer,generated_answer\n"
 
 
@@ -410,8 +409,8 @@ def test_another_url_scheme_is_refused_clearly(tmp_path):
 def test_a_header_only_csv_fails_the_run_with_exit_code_1(tmp_path, capsys):
     empty = write_text(tmp_path / "examples.csv", HEADER)
     outputs = tmp_path / "outputs"
-    code = main(["run", "--params", DEFAULT, "-p", f"input_path={empty}", "-p", "predictions_path=null",
-                 "-p", f"outputs_root={outputs}"])
+    code = main(["run", "--params", str(DEFAULT_PROFILE), "-p", f"input_path={empty}",
+                 "-p", "predictions_path=null", "-p", f"outputs_root={outputs}"])
     assert code == 1
     [run_json] = outputs.glob("local/eval-runs/*/*/*/*/run.json")
     run = json.loads(run_json.read_text())
@@ -421,7 +420,8 @@ def test_a_header_only_csv_fails_the_run_with_exit_code_1(tmp_path, capsys):
     assert "has a header but no data rows" in capsys.readouterr().err
 
 
-def test_01_load_shows_the_warnings_and_load_json_and_the_report_counts_keep_them(tmp_path):
+def test_01_load_shows_the_warnings_and_load_json_and_the_report_counts_keep_them(tmp_path,
+                                                                                  write_extending_profile):
     import jsonschema
     import nbformat
     import papermill
@@ -431,9 +431,8 @@ def test_01_load_shows_the_warnings_and_load_json_and_the_report_counts_keep_the
     examples = four_examples(tmp_path)
     answers = predictions(tmp_path / "predictions.jsonl", ["ex1", "ex2", "ex3", "EX4"],
                           retrieved_ids=["d1"])
-    profile = tmp_path / "profile.yaml"
-    profile.write_text(f"extends: {ROOT / 'params' / 'default.yaml'}\ninput_path: {examples}\n"
-                       f"predictions_path: {answers}\noutputs_root: {tmp_path / 'outputs'}\n")
+    profile = write_extending_profile(input_path=str(examples), predictions_path=str(answers),
+                                      outputs_root=str(tmp_path / "outputs"))
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     executed = tmp_path / "01_load.ipynb"
@@ -458,8 +457,9 @@ def test_a_run_carries_the_load_warnings_into_the_report_and_its_page(tmp_path):
     examples = four_examples(tmp_path)
     answers = predictions(tmp_path / "predictions.jsonl", ["ex1", "ex2", "ex3", "EX4"])
     outputs = tmp_path / "outputs"
-    code = main(["run", "--params", DEFAULT, "-p", f"input_path={examples}", "-p", f"predictions_path={answers}",
-                 "-p", f"outputs_root={outputs}", "-p", "judge.base_url=http://127.0.0.1:1/v1"])
+    code = main(["run", "--params", str(DEFAULT_PROFILE), "-p", f"input_path={examples}",
+                 "-p", f"predictions_path={answers}", "-p", f"outputs_root={outputs}",
+                 "-p", "judge.base_url=http://127.0.0.1:1/v1"])
     assert code == 0
     [report_path] = outputs.glob("local/eval-runs/*/*/*/*.json")
     [warning] = json.loads(report_path.read_text())["counts"]["warnings"]
