@@ -324,7 +324,8 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
     that fails: the profile and overrides, the models and the BERTScore layer, the rescaling
     baseline, the S3 root (credentials, bucket, the run id), the local outputs root, and that
     the run id is new on every date and in every env."""
-    profile = load_profile(params_path, parse_overrides(overrides), override_root=Path.cwd())
+    parsed = parse_overrides(overrides)
+    profile = load_profile(params_path, parsed, override_root=Path.cwd())
     models = resolve_profile_models(profile)
     values = resolved_values(profile)
     bertscore = values["models"]["bertscore"]
