@@ -28,6 +28,7 @@ Stages                  what they compute                                 what t
 Shared
 - metrics       the metric registry: name, kind, label, colour, direction, range, where it sits
 - runner        runs the stages with Papermill               params.yaml, run.json, FAILED, RUNNING
+- kernel        the stage kernel's transport: local IPC sockets, not TCP
 - pipeline      the stage code of 01-04 and their file names
 - provenance    the provenance record                        provenance.json (also in run.json, report)
 - params, layout, files, validation, escaping, stats: profiles; the run folder layout and run

@@ -40,6 +40,7 @@ import yaml
 
 from evalbook.files import write_new
 from evalbook.publish.index import RUNNING_MARKER, running_marker
+from evalbook.kernel import ipc_kernel
 from evalbook.layout import (RunNotFound, comparisons_folder, comparisons_url, existing_run, find_report,
                              latest_reports, remote_comparisons_folder, report_path, run_folder)
 from evalbook.score.models import resolve_profile_models
@@ -200,8 +201,10 @@ def _execute(stage: str, ctx_params: dict[str, Any], run_dir: Path, log: TextIO)
     print(f"[evalbook] running {stage}", file=log, flush=True)
     record: dict[str, Any] = {"stage": stage, "notebook": str(output)}
     try:
-        papermill.execute_notebook(str(source), str(output), parameters=ctx_params,
-                                   kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False)
+        with ipc_kernel() as kernel:
+            papermill.execute_notebook(str(source), str(output), parameters=ctx_params,
+                                       kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False,
+                                       **kernel)
     except Exception as error:  # noqa: BLE001 - every failure is reported with its notebook
         record.update(status="failed", error=_quote_failure(stage, output, error))
     else:
@@ -553,9 +556,10 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     print(f"[evalbook] comparing {baseline_location} (baseline) with {candidate_location} (candidate)",
           file=log, flush=True)
     try:
-        papermill.execute_notebook(str(NOTEBOOKS / f"{COMPARE_STAGE}.ipynb"), str(output),
-                                   parameters=parameters, kernel_name="python3",
-                                   cwd=str(NOTEBOOKS), progress_bar=False)
+        with ipc_kernel() as kernel:
+            papermill.execute_notebook(str(NOTEBOOKS / f"{COMPARE_STAGE}.ipynb"), str(output),
+                                       parameters=parameters, kernel_name="python3",
+                                       cwd=str(NOTEBOOKS), progress_bar=False, **kernel)
     except Exception as error:  # noqa: BLE001 - reported with the executed notebook
         message = _quote_failure(COMPARE_STAGE, output, error)
         if output.exists():

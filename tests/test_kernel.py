@@ -1,0 +1,36 @@
+"""Stage kernels talk over local IPC sockets: no TCP, so no unencrypted-traffic warning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import papermill
+
+from evalbook.kernel import ipc_kernel
+
+WARNING = "Kernel is running over TCP without encryption"
+
+
+def tiny_notebook(folder: Path) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    notebook.cells = [nbformat.v4.new_code_cell("answer = 6 * 7\nprint(answer)")]
+    path = folder / "tiny.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+def test_an_ipc_kernel_runs_the_notebook_without_the_tcp_warning(tmp_path, capfd):
+    source = tiny_notebook(tmp_path)
+    papermill.execute_notebook(str(source), str(tmp_path / "tcp.ipynb"), kernel_name="python3",
+                               progress_bar=False)
+    assert WARNING in capfd.readouterr().err  # what the default transport prints
+    with ipc_kernel() as kernel:
+        sockets = Path(kernel["config"]["KernelManager"]["ip"]).parent
+        papermill.execute_notebook(str(source), str(tmp_path / "ipc.ipynb"), kernel_name="python3",
+                                   progress_bar=False, **kernel)
+    assert WARNING not in capfd.readouterr().err
+    ran = nbformat.read(tmp_path / "ipc.ipynb", 4)
+    assert ran.cells[0].outputs[0]["text"] == "42\n"
+    assert not sockets.exists()
