@@ -9,14 +9,12 @@ from pathlib import Path
 import pandas as pd
 import papermill
 import pytest
-import yaml
 
 from evalbook.params import ParamsError
 from evalbook.report.document import validate_report
 from evalbook.runner import RunFailed, run_pipeline
+from paths import DEFAULT_PROFILE, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = str(ROOT / "params" / "default.yaml")
 SHARED = ROOT.parent / "shared" / "data" / "rag-dataset-12000" / "train-first100.parquet"
 STAGES = ("01_load", "02_score", "03_judge", "04_report")
 RUN_ID = "0f4a3c2e-8d1b-4e6f-9a7c-5b2d1e0f3a4b"
@@ -27,8 +25,8 @@ def tiny_run(tmp_path_factory):
     outputs = tmp_path_factory.mktemp("outputs")
     os.environ.pop("HF_HUB_OFFLINE", None)
     # Port 1 has no judge server, whatever runs on this machine: the judge must record not_run.
-    result = run_pipeline(DEFAULT, ["limit=5", "seed=3", f"outputs_root={outputs}", f"run_id={RUN_ID}",
-                                    "judge.base_url=http://127.0.0.1:1/v1"])
+    result = run_pipeline(str(DEFAULT_PROFILE), ["limit=5", "seed=3", f"outputs_root={outputs}",
+                                                 f"run_id={RUN_ID}", "judge.base_url=http://127.0.0.1:1/v1"])
     return result, outputs
 
 
@@ -88,7 +86,7 @@ def test_executed_notebooks_carry_the_injected_parameters(tiny_run):
 
 def test_cli_prints_the_report_path_last(tmp_path):
     completed = subprocess.run(
-        [sys.executable, "-m", "evalbook", "run", "--params", DEFAULT, "-p", "limit=3",
+        [sys.executable, "-m", "evalbook", "run", "--params", str(DEFAULT_PROFILE), "-p", "limit=3",
          "-p", f"outputs_root={tmp_path}"],
         capture_output=True, text=True, cwd=ROOT, check=False)
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -99,7 +97,7 @@ def test_cli_prints_the_report_path_last(tmp_path):
 
 def test_cli_rejects_a_bad_override_before_running(tmp_path):
     completed = subprocess.run(
-        [sys.executable, "-m", "evalbook", "run", "--params", DEFAULT, "-p", "limit=many",
+        [sys.executable, "-m", "evalbook", "run", "--params", str(DEFAULT_PROFILE), "-p", "limit=many",
          "-p", f"outputs_root={tmp_path}"],
         capture_output=True, text=True, cwd=ROOT, check=False)
     assert completed.returncode == 2
@@ -113,7 +111,8 @@ def test_failed_stage_names_its_notebook_and_leaves_earlier_runs_alone(tiny_run,
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "question": "Q?", "context": "C.", "answer": 42, "generated_answer": "A."}\n')
     with pytest.raises(RunFailed) as failure:
-        run_pipeline(DEFAULT, [f"input_path={bad}", "predictions_path=null", f"outputs_root={outputs}"])
+        run_pipeline(str(DEFAULT_PROFILE),
+                     [f"input_path={bad}", "predictions_path=null", f"outputs_root={outputs}"])
     message = str(failure.value)
     assert "stage 01_load failed" in message and "01_load.ipynb" in message
     assert "run_load(ctx)" in message  # the failing cell is quoted
@@ -130,12 +129,12 @@ def test_failed_stage_names_its_notebook_and_leaves_earlier_runs_alone(tiny_run,
 def test_a_run_id_cannot_be_reused(tiny_run):
     result, outputs = tiny_run
     with pytest.raises(ParamsError, match="write-once"):
-        run_pipeline(DEFAULT, [f"outputs_root={outputs}", f"run_id={RUN_ID}"])
+        run_pipeline(str(DEFAULT_PROFILE), [f"outputs_root={outputs}", f"run_id={RUN_ID}"])
     assert json.loads(result.report_path.read_text())["run_id"] == RUN_ID
 
 
 def cli_run(*overrides: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "evalbook", "run", "--params", DEFAULT]
+    command = [sys.executable, "-m", "evalbook", "run", "--params", str(DEFAULT_PROFILE)]
     for override in overrides:
         command += ["-p", override]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False, timeout=300)
@@ -161,7 +160,7 @@ def test_a_report_alone_from_an_earlier_day_also_holds_its_run_id(tmp_path):
     day.mkdir(parents=True)
     (day / f"{RUN_ID}.json").write_text("{}")
     with pytest.raises(ParamsError, match="already exists"):
-        run_pipeline(DEFAULT, [f"outputs_root={outputs}", f"run_id={RUN_ID}"])
+        run_pipeline(str(DEFAULT_PROFILE), [f"outputs_root={outputs}", f"run_id={RUN_ID}"])
 
 
 @pytest.mark.parametrize("override, expected", [
@@ -196,19 +195,15 @@ def test_an_unusable_outputs_root_exits_2_naming_the_key_and_the_folder(tmp_path
 def test_a_missing_outputs_root_is_created(tmp_path):
     from evalbook.runner import ensure_outputs_root
 
-    ensure_outputs_root(tmp_path / "new" / "outputs", "outputs_root", Path(DEFAULT))
+    ensure_outputs_root(tmp_path / "new" / "outputs", "outputs_root", DEFAULT_PROFILE)
     assert (tmp_path / "new" / "outputs").is_dir() and list((tmp_path / "new" / "outputs").iterdir()) == []
 
 
-def test_report_notebook_runs_alone_with_its_defaults(tmp_path):
+def test_report_notebook_runs_alone_with_its_defaults(tmp_path, relocated_default_values, write_profile):
     # Opened in JupyterLab with only its defaults, 04_report computes what it needs in the
     # interactive scratch folder. The profile is a copy whose outputs go to tmp_path.
-    profile = yaml.safe_load(Path(DEFAULT).read_text())
-    profile.update(outputs_root=str(tmp_path / "outputs"), limit=3,
-                   input_path=str(ROOT / profile["input_path"]),
-                   predictions_path=str(ROOT / profile["predictions_path"]))
-    params = tmp_path / "profile.yaml"
-    params.write_text(yaml.safe_dump(profile))
+    relocated_default_values["limit"] = 3
+    params = write_profile(relocated_default_values)
     papermill.execute_notebook(str(ROOT / "notebooks" / "04_report.ipynb"), str(tmp_path / "out.ipynb"),
                                parameters={"params_path": str(params)}, cwd=str(ROOT / "notebooks"),
                                kernel_name="python3", progress_bar=False)
@@ -223,9 +218,9 @@ def test_shared_rows_scored_against_themselves_score_one(tmp_path):
     rows["generated_answer"] = rows["answer"]
     data = tmp_path / "self.parquet"
     rows.to_parquet(data, index=False)
-    result = run_pipeline(DEFAULT, [f"input_path={data}", "predictions_path=null",
-                                    f"outputs_root={tmp_path / 'outputs'}", "dataset.name=null",
-                                    "dataset.split=train"])
+    result = run_pipeline(str(DEFAULT_PROFILE), [f"input_path={data}", "predictions_path=null",
+                                                 f"outputs_root={tmp_path / 'outputs'}", "dataset.name=null",
+                                                 "dataset.split=train"])
     report = json.loads(result.report_path.read_text())
     summary = report["answer_similarity_summary"]
     assert report["dataset"] == {"name": "self.parquet", "split": "train", "n_examples": 100}
@@ -248,20 +243,21 @@ def test_hub_profile_without_the_hub_stops_at_once_with_a_clear_message(tmp_path
     assert not (tmp_path / "outputs").exists()
 
 
-def test_only_profiles_that_read_nothing_from_the_hub_run_offline():
+def test_only_profiles_that_read_nothing_from_the_hub_run_offline(default_profile):
     from evalbook.params import load_profile
     from evalbook.runner import needs_hub
 
-    assert not needs_hub(load_profile(DEFAULT))
-    assert needs_hub(load_profile(DEFAULT, {"input_path": "hf://datasets/neural-bridge/rag-dataset-12000"}))
+    assert not needs_hub(default_profile)
+    hub_input = {"input_path": "hf://datasets/neural-bridge/rag-dataset-12000"}
+    assert needs_hub(load_profile(DEFAULT_PROFILE, hub_input))
     assert needs_hub(load_profile(ROOT / "params" / "adr014.yaml"))
 
 
 def test_rescaling_with_a_missing_baseline_file_stops_before_the_run(tmp_path):
     with pytest.raises(ParamsError, match="does not exist"):
-        run_pipeline(DEFAULT, ["models.bertscore.rescale_with_baseline=true",
-                               f"models.bertscore.baseline_path={tmp_path / 'none.tsv'}",
-                               f"outputs_root={tmp_path / 'outputs'}"])
+        run_pipeline(str(DEFAULT_PROFILE), ["models.bertscore.rescale_with_baseline=true",
+                                            f"models.bertscore.baseline_path={tmp_path / 'none.tsv'}",
+                                            f"outputs_root={tmp_path / 'outputs'}"])
     assert not (tmp_path / "outputs").exists()
 
 
