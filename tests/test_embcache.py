@@ -23,7 +23,7 @@ from evalbook.score.embcache import (
 from evalbook.load import load_evaluation_set
 from evalbook.score.models import resolve_model
 from evalbook.params import embedding_cache_path, load_profile, resolved_values
-from evalbook.pipeline import canonical_table, load_scorer, open_stage, run_score
+from evalbook.pipeline import open_stage, run_score
 from evalbook.score.scoring import AnswerScorer, score_answers
 from evalbook.score.scoring import METRIC_COLUMNS
 
@@ -345,14 +345,20 @@ def test_the_cache_path_defaults_to_the_local_outputs_root(profile_path, tmp_pat
     assert embedding_cache_path(overridden) == str(tmp_path / "mine")
 
 
+def with_limit(path: Path, limit: int) -> Path:
+    """The profile at `path`, rewritten with `limit`: 02_score then scores that many examples."""
+    values = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**values, "limit": limit}))
+    return path
+
+
 def test_scoring_json_records_the_cache_and_a_second_run_hits_it(profile_path, tmp_path):
-    ctx = open_stage(str(profile_path()))
-    canonical = canonical_table(ctx).head(6)
-    first = run_score(ctx, canonical, load_scorer(ctx))
+    ctx = open_stage(str(with_limit(profile_path(), 6)))
+    first = run_score(ctx)
     stats = ctx.read_json("scoring.json")["embedding_cache"]
     assert stats["path"] == str(tmp_path / "outputs" / "embedding-cache")
     assert stats["writes"] > 0 and stats["hits"] == 0
-    second = run_score(ctx, canonical, load_scorer(ctx))
+    second = run_score(ctx)
     summary = ctx.read_json("scoring.json")
     assert summary["sequences_encoded"] == 0
     assert summary["embedding_cache"]["hits"] == stats["writes"] and summary["embedding_cache"]["writes"] == 0
@@ -360,10 +366,8 @@ def test_scoring_json_records_the_cache_and_a_second_run_hits_it(profile_path, t
 
 
 def test_a_disabled_cache_writes_no_file(profile_path, tmp_path):
-    ctx = open_stage(str(profile_path(enabled=False)))
-    scorer = load_scorer(ctx)
-    assert scorer.cache is None
-    run_score(ctx, canonical_table(ctx).head(4), scorer)
+    ctx = open_stage(str(with_limit(profile_path(enabled=False), 4)))
+    run_score(ctx)
     assert ctx.read_json("scoring.json")["embedding_cache"]["enabled"] is False
     assert not any(path.suffix == ".emb" for path in tmp_path.rglob("*"))
     assert not (tmp_path / "outputs" / "embedding-cache").exists()

@@ -19,11 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import ray
+import yaml
 
-from evalbook.score import engines
+from evalbook.score import engines, scoring
 from evalbook.score.engines import (
-    COUNTS,
     POSITION,
+    RECORD,
     EngineError,
     RaySettings,
     ScoreBatches,
@@ -35,6 +36,7 @@ from evalbook.score.engines import (
 from evalbook.load import canonical_arrow, load_evaluation_set, read_canonical
 from evalbook.score.models import resolve_profile_models
 from evalbook.params import ParamsError, load_profile
+from evalbook.pipeline import open_stage, scored_table
 from evalbook.runner import run_pipeline
 from evalbook.score.scoring import AnswerScorer, score_answers
 
@@ -116,6 +118,39 @@ def session_processes(driver_pid: int) -> list[psutil.Process]:
     return found
 
 
+def recording_actors(record_dir: Path, crash_once: bool = False) -> type[ScoreBatches]:
+    """ScoreBatches whose every actor start appends its process id and Ray node id to
+    `record_dir/started`. With `crash_once`, the first actor to receive a batch writes its
+    process id to `record_dir/crashed` and ends its process at once with `os._exit(1)`: a real
+    process death, which Ray answers by restarting the actor, not an exception.
+
+    The class is made here, in a function, so that cloudpickle sends it whole to the actors,
+    whose processes cannot import the tests.
+    """
+    started, crashed = str(record_dir / "started"), str(record_dir / "crashed")
+
+    class RecordingScoreBatches(ScoreBatches):
+        def __init__(self, *arguments, **options):
+            with open(started, "a", encoding="utf-8") as record:
+                record.write(f"{os.getpid()} {ray.get_runtime_context().get_node_id()}\n")
+            super().__init__(*arguments, **options)
+
+        def __call__(self, batch):
+            if crash_once:
+                try:
+                    # O_EXCL: exactly one actor process, of all of them, claims the marker.
+                    marker = os.open(crashed, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                except FileExistsError:
+                    pass
+                else:
+                    os.write(marker, str(os.getpid()).encode("ascii"))
+                    os.close(marker)
+                    os._exit(1)
+            return super().__call__(batch)
+
+    return RecordingScoreBatches
+
+
 def wait_until(condition, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -183,15 +218,38 @@ def test_the_callable_class_scores_a_batch_as_the_local_engine_does(profile, can
     actor = ScoreBatches(profile)
     first, second = actor(block), actor(block)
     assert first.column(POSITION).to_pylist() == [4, 5, 6, 7]
-    result = first.drop_columns([POSITION, COUNTS]).to_pandas()
+    result = first.drop_columns([POSITION, RECORD]).to_pandas()
     assert_same_scores(result, local_scored.iloc[4:8].reset_index(drop=True))
-    # Each batch carries its own counts, on its first row: the second found its texts in memory.
-    assert first.column(COUNTS).null_count == second.column(COUNTS).null_count == 3
+    # Each batch carries its own record, on its first row: the second found its texts in memory.
+    assert first.column(RECORD).null_count == second.column(RECORD).null_count == 3
     first_counts, second_counts = summed_counts([first]), summed_counts([second])
     assert first_counts["sequences_encoded"] > 0 and first_counts["memory_hits"] == 0
     assert second_counts["sequences_encoded"] == 0 and second_counts["memory_hits"] > 0
     assert summed_counts([first, second]) == {
         name: first_counts[name] + second_counts[name] for name in first_counts}
+
+
+def batch_with_record(counts: dict, scorer: dict) -> pa.Table:
+    return pa.table({RECORD: [json.dumps({"counts": counts, "scorer": scorer}), None]})
+
+
+def test_the_run_describes_the_models_as_every_actor_does(profile):
+    """The driver loads no model: the actors' batches describe theirs. A thread count or a cache
+    size is an actor's own; a model that differs between actors fails the run."""
+    described = AnswerScorer.from_profile(profile, resolve_profile_models(profile)).provenance.as_dict()
+    cache = described["embedding_cache"]
+    threads = described["torch_threads"]
+    other_actor = {**described, "torch_threads": threads + 1, "embedding_cache": {**cache, "size_bytes": 40}}
+    batches = [batch_with_record({"sequences_encoded": 2}, described),
+               batch_with_record({"sequences_encoded": 5}, other_actor)]
+    assert summed_counts(batches) == {"sequences_encoded": 7}
+    scorer = engines.actors_scorer(batches)
+    assert scorer == {**described, "torch_threads": [threads, threads + 1],
+                      "embedding_cache": {**cache, "size_bytes": 40}}
+    assert engines.actors_scorer(batches[:1]) == described
+    replaced = {**described, "weights_sha256": {**described["weights_sha256"], "bertscore": "0" * 64}}
+    with pytest.raises(EngineError, match=r"scorers differ: weights_sha256 .*'0000.*on one actor"):
+        engines.actors_scorer([batches[0], batch_with_record({}, replaced)])
 
 
 @pytest.mark.parametrize("override, message", [
@@ -302,6 +360,45 @@ def test_ray_engine_matches_the_local_engine_and_shuts_its_ray_down(profile, can
         [p.info["cmdline"] for p in session_processes(os.getpid())]
 
 
+def stage_profile(folder: Path, **values) -> Path:
+    """The default profile as a file of its own, with the sample's paths made absolute, its
+    outputs under `folder`, the disk embedding cache off and `values` set."""
+    profile = yaml.safe_load(Path(DEFAULT).read_text())
+    for key in ("input_path", "predictions_path"):
+        profile[key] = str(ROOT / profile[key])
+    profile["scoring"]["embedding_cache"]["enabled"] = False
+    folder.mkdir()
+    path = folder / "profile.yaml"
+    path.write_text(yaml.safe_dump({**profile, "outputs_root": str(folder / "outputs"), **values}))
+    return path
+
+
+def test_an_interactive_stage_scores_on_ray_without_loading_the_models_in_the_driver(
+        tmp_path, monkeypatch):
+    """02_score's fallback with `engine: ray` scores on Ray; the driver, whose model loading is
+    made to fail here, only resolves the models, and scoring.json describes them as the local
+    engine's does. The actors run in processes of their own, which the patch does not reach."""
+    local = open_stage(str(stage_profile(tmp_path / "local", limit=6)))
+    local_scored = scored_table(local)
+    local_scoring = local.read_json("scoring.json")
+
+    def no_model_in_the_driver(*arguments, **options):
+        raise AssertionError("the driver loaded a model")
+
+    monkeypatch.setattr(scoring, "TokenEncoder", no_model_in_the_driver)
+    ctx = open_stage(str(stage_profile(tmp_path / "ray", limit=6, engine="ray", ray_actors=CPUS)))
+    scored = scored_table(ctx)
+
+    assert_same_scores(scored, local_scored)
+    ray_scoring = ctx.read_json("scoring.json")
+    assert ray_scoring["rows_by_device"] == {"cpu": 6}
+    # Where and how often texts were encoded is the engine's; the models' description is not.
+    per_engine = {"rows_by_device", "torch_threads", "sequences_encoded"}
+    assert {k: v for k, v in ray_scoring.items() if k not in per_engine} == \
+        {k: v for k, v in local_scoring.items() if k not in per_engine}
+    assert not ray.is_initialized()
+
+
 # ---------------------------------------------------------------- an existing cluster
 
 CLUSTER_SCRIPT = """
@@ -348,8 +445,9 @@ def cluster():
 def test_an_actor_killed_mid_run_is_restarted_and_the_result_is_complete(
         cluster, profile, canonical, local_scored, tmp_path):
     address, _ = cluster
-    settings = RaySettings(address=address, actors=CPUS, batch_rows=3)
-    run = engines.run_on_ray(canonical, profile, settings, record_dir=str(tmp_path), crash_once=True)
+    settings = RaySettings(address=address, actors=CPUS, batch_rows=3,
+                           actor_class=recording_actors(tmp_path, crash_once=True))
+    run = engines.run_on_ray(canonical, profile, settings)
     scored = run.scored
 
     assert_same_scores(scored, local_scored)
@@ -538,8 +636,9 @@ def test_two_nodes_score_as_the_local_engine(two_nodes, through, profile, canoni
     gcs, client = two_nodes
     started = tmp_path / "actors"
     started.mkdir()
-    settings = RaySettings(address=gcs if through == "gcs" else client, actors=2, batch_rows=3)
-    scored = engines.run_on_ray(canonical, profile, settings, record_dir=str(started)).scored
+    settings = RaySettings(address=gcs if through == "gcs" else client, actors=2, batch_rows=3,
+                           actor_class=recording_actors(started))
+    scored = engines.run_on_ray(canonical, profile, settings).scored
     assert_same_scores(scored, local_scored)
     # One actor per node: each node has one CPU, and each actor takes one.
     lines = (started / "started").read_text().splitlines()

@@ -28,7 +28,7 @@ from evalbook.judge.cache import JudgeCache
 from evalbook.judge.parsing import Unparsed, parse_reply
 from evalbook.judge.stage import build_requests, judge_table, templates_for
 from evalbook.params import load_profile
-from evalbook.pipeline import (JUDGE, assemble_report, canonical_table, load_scorer, open_stage, run_judge,
+from evalbook.pipeline import (JUDGE, assemble_report, canonical_table, open_stage, run_judge,
                                run_load, run_score, save_report)
 from evalbook.report.document import validate_report
 
@@ -235,7 +235,7 @@ def test_a_malformed_200_still_writes_judge_json_and_the_report(tmp_path):
                for reason in unscored(result["records"]).values())
     assert result["summary"]["totals"]["errors"] == n_judgments
     assert rerun_calls == n_judgments and unscored(healed["records"]) == {}
-    run_score(ctx, canonical_rows, load_scorer(ctx))
+    run_score(ctx)
     report = json.loads(save_report(ctx, assemble_report(ctx)).read_text())
     validate_report(report)
     assert report["judge_summary"]["status"] == "ran"

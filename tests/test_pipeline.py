@@ -70,6 +70,35 @@ def test_run_stage_refuses_to_recompute_a_missing_upstream(profile_path, tmp_pat
     assert not any(run_dir.iterdir())
 
 
+def test_an_interactive_scored_table_scores_with_the_profile_s_engine(profile_path, monkeypatch):
+    """02_score's fallback in a notebook opened alone: `engine: ray` sends the rows to Ray, as
+    02_score itself does, and the driver loads no model (the Ray entry point is replaced here;
+    tests/test_engines.py runs the same fallback on a real Ray)."""
+    from evalbook.score import engines, scoring
+
+    class SentToRay(Exception):
+        pass
+
+    sent = []
+
+    def run_on_ray(frame, profile, *arguments, **options):
+        sent.append((len(frame), profile["engine"]))
+        raise SentToRay
+
+    def no_model_in_the_driver(*arguments, **options):
+        raise AssertionError("the driver loaded a model")
+
+    monkeypatch.setattr(engines, "run_on_ray", run_on_ray)
+    monkeypatch.setattr(scoring, "TokenEncoder", no_model_in_the_driver)
+    values = yaml.safe_load(profile_path.read_text())
+    profile_path.write_text(yaml.safe_dump({**values, "engine": "ray", "limit": 5}))
+    ctx = open_stage(str(profile_path))
+    with pytest.raises(SentToRay):
+        scored_table(ctx)
+    assert sent == [(5, "ray")]
+    assert not ctx.artifact("scored.parquet").exists()
+
+
 def test_a_report_refuses_scores_from_models_other_than_the_run_s(profile_path, tmp_path):
     """provenance.json names the models the run started with; scoring.json must match them."""
     from evalbook.pipeline import _scored_models

@@ -136,13 +136,30 @@ def canonical_table(ctx: StageContext) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- 02_score
 
-def load_scorer(ctx: StageContext) -> AnswerScorer:
-    """Resolve and verify the models (before any scoring), then load them once, with the
-    profile's embedding cache (`scoring.embedding_cache`) when it is enabled."""
-    return AnswerScorer.from_profile(ctx.profile, resolve_profile_models(ctx.profile))
+def scoring_models(ctx: StageContext) -> pd.DataFrame:
+    """The profile's models, resolved and their weights' sha256 verified (no model is loaded):
+    one row per role, with its name, source and sha256."""
+    models = resolve_profile_models(ctx.profile)
+    return pd.DataFrame.from_dict(
+        {role: {"name": model.name, "source": model.source, "weights_sha256": model.weights_sha256}
+         for role, model in models.items()}, orient="index")
 
 
-def run_score(ctx: StageContext, canonical: pd.DataFrame, scorer: AnswerScorer) -> pd.DataFrame:
+def run_score(ctx: StageContext) -> pd.DataFrame:
+    """02_score: the canonical table scored with the profile's `engine`, written by write_scores.
+
+    `local` resolves and verifies the models, loads them once in this process, with the
+    profile's embedding cache (`scoring.embedding_cache`) when it is enabled, and scores.
+    `ray` scores on Ray's actors with the profile's `ray_*` settings; this process loads no
+    model (`evalbook.score.engines`).
+    """
+    canonical = canonical_table(ctx)
+    if ctx.profile["engine"] == "ray":
+        from evalbook.score.engines import score_on_ray
+
+        scored, provenance = score_on_ray(canonical, ctx.profile, ctx.run_id)
+        return write_scores(ctx, scored, provenance)
+    scorer = AnswerScorer.from_profile(ctx.profile, resolve_profile_models(ctx.profile))
     scored = score_answers(canonical, scorer, ctx.profile["retrieval"]["k"],
                            text_progress=not ctx.interactive)
     return write_scores(ctx, scored, scorer.provenance.as_dict())
@@ -157,7 +174,7 @@ def write_scores(ctx: StageContext, scored: pd.DataFrame, provenance: dict[str, 
 
 def scored_table(ctx: StageContext) -> pd.DataFrame:
     if ctx.interactive and not ctx.artifact(SCORED).exists():
-        run_score(ctx, canonical_table(ctx), load_scorer(ctx))
+        run_score(ctx)
     return pd.read_parquet(_require(ctx, SCORED, "02_score"))
 
 

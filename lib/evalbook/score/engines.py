@@ -10,8 +10,11 @@ The canonical table is cut into batches of `batch_rows` rows, one Ray block each
 profile's models, verifying their sha256, and builds its `AnswerScorer` once, in `__init__`;
 each call then scores one batch. Every row carries its position in the input, so the result is
 put back in input order whatever order the batches finish in, and a missing or duplicated row
-is an error rather than a silent gap. Each batch also brings back what its actor's scorer
-counted (sequences encoded, embedding cache hits and misses); `scoring.json` holds their sums.
+is an error rather than a silent gap. Each batch also brings back its record: what its actor's
+scorer counted (sequences encoded, embedding cache hits and misses), whose sums `scoring.json`
+holds, and the scorer's description of its models. The driver loads no model: `scoring.json`
+describes the models as the actors do, and actors that describe them differently (a node with
+other model files) fail the stage.
 With the disk embedding cache on, every actor reads and writes `scoring.embedding_cache.path`
 as resolved on the driver, so on a cluster that folder must be writable on every node (or the
 cache turned off there).
@@ -113,26 +116,21 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import uuid
 import warnings
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Iterator
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalbook.publish import storage
-
-from evalbook.score.models import resolve_profile_models
 from evalbook.params import Profile
-from evalbook.pipeline import StageContext, write_scores
-from evalbook.pipeline import run_score as run_score_locally
+from evalbook.publish import storage
+from evalbook.score.models import resolve_profile_models
 from evalbook.score.scoring import AnswerScorer, score_answers
 
 logger = logging.getLogger(__name__)
@@ -140,11 +138,16 @@ logger = logging.getLogger(__name__)
 ENGINES = ("local", "ray")
 POSITION = "__evalbook_position__"
 PART = "__evalbook_part__"
-COUNTS = "__evalbook_counts__"
+# A batch's record, a JSON object on its first row: {"counts": ..., "scorer": ...}.
+RECORD = "__evalbook_batch__"
 # The embedding cache's counts in ScoreProvenance.embedding_cache; its size and cap are not
 # counts. Each actor counts for its own scorer; summed, they are the run's counts.
 CACHE_COUNTERS = ("hits", "misses", "corrupt", "writes", "evictions", "bytes_read",
                   "bytes_written", "evicted_bytes", "memory_hits")
+# The keys of an actor's scorer description that are the actor's own: where and with how many
+# threads it ran, and what it has counted. All the others describe the models, and so must be
+# the same on every actor.
+ACTOR_KEYS = ("device", "torch_threads", "sequences_encoded", "embedding_cache")
 # Bounded, so that a batch that kills every process it reaches fails the stage instead of
 # restarting actors forever (Ray Data's own default is -1, unlimited).
 # Rows each device scored ride in the counts as `rows_on:<device>`.
@@ -164,6 +167,52 @@ class EngineError(RuntimeError):
     """A scoring engine that cannot run, or whose result is not the complete scored table."""
 
 
+class ScoreBatches:
+    """The Ray Data callable class: each actor builds the scorer once, then scores batch after batch."""
+
+    def __init__(self, profile: Profile, staging: "SharedStaging | None" = None):
+        self.staging = staging
+        self.scorer = AnswerScorer.from_profile(profile, resolve_profile_models(profile))
+        self.k = profile["retrieval"]["k"]
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        if PART in batch.column_names:
+            return self.score_parts(batch)
+        return self.score_rows(batch)
+
+    def score_parts(self, batch: pa.Table) -> pa.Table:
+        """A batch of input part names under a shared folder: read each part there, score it,
+        write its scores beside it, and return only each part's record."""
+        staging: SharedStaging = self.staging
+        records = []
+        for name in batch.column(PART).to_pylist():
+            scored = self.score_rows(staging.read_part("input", name))
+            staging.write_part("scored", name, scored.drop_columns([RECORD]))
+            records.append(scored.column(RECORD)[0].as_py())
+        return pa.table({PART: batch.column(PART), RECORD: pa.array(records, type=pa.string())})
+
+    def score_rows(self, batch: pa.Table) -> pa.Table:
+        """Rows in, the same rows' scores out, tagged with their positions and this batch's record."""
+        positions = batch.column(POSITION)
+        frame = batch.drop_columns([POSITION]).to_pandas()
+        before = self.counts()
+        scored = score_answers(frame, self.scorer, self.k, show_progress=False)
+        counts = {name: value - before[name] for name, value in self.counts().items()}
+        counts[DEVICE_ROWS + str(self.scorer.device)] = len(frame)
+        table = pa.Table.from_pandas(scored, preserve_index=False).append_column(POSITION, positions)
+        # The batch's record rides on its first row, so the counts add up however Ray splits
+        # the blocks.
+        record = {"counts": counts, "scorer": self.scorer.provenance.as_dict()}
+        column = [json.dumps(record)] + [None] * (table.num_rows - 1)
+        return table.append_column(RECORD, pa.array(column, type=pa.string()))
+
+    def counts(self) -> dict[str, int]:
+        """What this actor's scorer has counted so far: sequences encoded, embedding cache use."""
+        provenance = self.scorer.provenance
+        return {"sequences_encoded": provenance.sequences_encoded,
+                **{name: provenance.embedding_cache[name] for name in CACHE_COUNTERS}}
+
+
 @dataclass(frozen=True)
 class RaySettings:
     """How the Ray engine runs; `from_profile` reads the profile's `ray_*` keys."""
@@ -176,82 +225,14 @@ class RaySettings:
     local_cpus: int | None = None     # CPUs of a local Ray (address None); None: the machine's
     shared_path: str | None = None    # None: rows and scores travel through Ray's object store
     remote_args: dict[str, Any] = field(default_factory=lambda: dict(ACTOR_FAULT_TOLERANCE))
+    # The Ray Data callable class of the actors: ScoreBatches, or a subclass that adds to what
+    # an actor does (the tests' subclass records every actor start, and kills one actor).
+    actor_class: type[ScoreBatches] = ScoreBatches
 
     @classmethod
     def from_profile(cls, profile: Profile) -> "RaySettings":
         return cls(address=profile["ray_address"], actors=profile["ray_actors"],
                    num_gpus=profile["ray_num_gpus"], shared_path=profile["ray_shared_path"])
-
-
-class ScoreBatches:
-    """The Ray Data callable class: each actor builds the scorer once, then scores batch after batch.
-
-    `record_dir` and `crash_once` are test hooks. With `record_dir`, every actor start appends
-    its process id and Ray node id to `<dir>/started`. With `crash_once` as well, the first
-    actor to receive a batch writes its process id to `<dir>/crashed` and ends its process at
-    once with `os._exit(1)`: a real process death, which Ray answers by restarting the actor,
-    not an exception.
-    """
-
-    def __init__(self, profile: Profile, record_dir: str | None = None, crash_once: bool = False,
-                 staging: "SharedStaging | None" = None):
-        self.staging = staging
-        self.record_dir = None if record_dir is None else Path(record_dir)
-        self.crash_once = crash_once and self.record_dir is not None
-        if self.record_dir is not None:
-            import ray
-
-            with open(self.record_dir / "started", "a", encoding="utf-8") as started:
-                started.write(f"{os.getpid()} {ray.get_runtime_context().get_node_id()}\n")
-        self.scorer = AnswerScorer.from_profile(profile, resolve_profile_models(profile))
-        self.k = profile["retrieval"]["k"]
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        if self.crash_once:
-            self._crash_if_first()
-        if PART in batch.column_names:
-            return self.score_parts(batch)
-        return self.score_rows(batch)
-
-    def score_parts(self, batch: pa.Table) -> pa.Table:
-        """A batch of input part names under a shared folder: read each part there, score it,
-        write its scores beside it, and return only each part's counts."""
-        staging: SharedStaging = self.staging
-        counts = []
-        for name in batch.column(PART).to_pylist():
-            scored = self.score_rows(staging.read_part("input", name))
-            staging.write_part("scored", name, scored.drop_columns([COUNTS]))
-            counts.append(scored.column(COUNTS)[0].as_py())
-        return pa.table({PART: batch.column(PART), COUNTS: pa.array(counts, type=pa.string())})
-
-    def score_rows(self, batch: pa.Table) -> pa.Table:
-        """Rows in, the same rows' scores out, tagged with their positions and this batch's counts."""
-        positions = batch.column(POSITION)
-        frame = batch.drop_columns([POSITION]).to_pandas()
-        before = self.counts()
-        scored = score_answers(frame, self.scorer, self.k, show_progress=False)
-        counts = {name: value - before[name] for name, value in self.counts().items()}
-        counts[DEVICE_ROWS + str(self.scorer.device)] = len(frame)
-        table = pa.Table.from_pandas(scored, preserve_index=False).append_column(POSITION, positions)
-        # The batch's counts ride on its first row, so they add up however Ray splits the blocks.
-        column = [json.dumps(counts)] + [None] * (table.num_rows - 1)
-        return table.append_column(COUNTS, pa.array(column, type=pa.string()))
-
-    def counts(self) -> dict[str, int]:
-        """What this actor's scorer has counted so far: sequences encoded, embedding cache use."""
-        provenance = self.scorer.provenance
-        return {"sequences_encoded": provenance.sequences_encoded,
-                **{name: provenance.embedding_cache[name] for name in CACHE_COUNTERS}}
-
-    def _crash_if_first(self) -> None:
-        try:
-            # O_EXCL: exactly one actor process, of all of them, claims the marker.
-            marker = os.open(self.record_dir / "crashed", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return
-        os.write(marker, str(os.getpid()).encode("ascii"))
-        os.close(marker)
-        os._exit(1)
 
 
 @contextmanager
@@ -382,13 +363,48 @@ def input_blocks(frame: pd.DataFrame, batch_rows: int) -> list[pa.Table]:
     return [table.slice(start, batch_rows) for start in range(0, len(frame), batch_rows)]
 
 
+def batch_records(tables: list[pa.Table]) -> list[dict[str, Any]]:
+    """The record of every scored batch (see ScoreBatches.score_rows)."""
+    return [json.loads(text) for table in tables
+            for text in table.column(RECORD).drop_null().to_pylist()]
+
+
 def summed_counts(tables: list[pa.Table]) -> dict[str, int]:
     """The counts of every scored batch, summed."""
     totals: Counter[str] = Counter()
-    for table in tables:
-        for text in table.column(COUNTS).drop_null().to_pylist():
-            totals.update(json.loads(text))
+    for record in batch_records(tables):
+        totals.update(record["counts"])
     return dict(totals)
+
+
+def models_described(description: dict[str, Any]) -> dict[str, Any]:
+    """The part of a scorer's description that describes its models, not its actor."""
+    cache = {name: description["embedding_cache"][name] for name in ("enabled", "path", "max_bytes")}
+    return {**{key: value for key, value in description.items() if key not in ACTOR_KEYS},
+            "embedding_cache": cache}
+
+
+def actors_scorer(tables: list[pa.Table]) -> dict[str, Any]:
+    """How the actors' scorers were set up, as their batches' records describe them.
+
+    Every actor must describe the same models; a node whose model files differ fails the stage.
+    `torch_threads` is the actors' thread count, or the sorted list of their counts when they
+    differ; the embedding cache's `size_bytes` is the largest an actor found at its last check.
+    """
+    descriptions = [record["scorer"] for record in batch_records(tables)]
+    models = models_described(descriptions[0])
+    for description in descriptions[1:]:
+        described = models_described(description)
+        differing = sorted(key for key, value in described.items() if value != models[key])
+        if differing:
+            raise EngineError("the Ray actors' scorers differ: " + "; ".join(
+                f"{key} {described[key]!r} on one actor, {models[key]!r} on another"
+                for key in differing))
+    threads = sorted({description["torch_threads"] for description in descriptions})
+    sizes = [description["embedding_cache"]["size_bytes"] for description in descriptions]
+    largest = max((size for size in sizes if size is not None), default=None)
+    return {**descriptions[0], "torch_threads": threads[0] if len(threads) == 1 else threads,
+            "embedding_cache": {**descriptions[0]["embedding_cache"], "size_bytes": largest}}
 
 
 def in_input_order(tables: list[pa.Table], frame: pd.DataFrame) -> pd.DataFrame:
@@ -494,6 +510,7 @@ class RayRun:
 
     scored: pd.DataFrame
     counts: dict[str, int]   # sequences encoded and embedding cache counts, summed over actors
+    scorer: dict[str, Any]   # the actors' scorers as they describe them (actors_scorer)
     where: str               # which Ray (ray_session's line)
     actors: int
     batch_rows: int
@@ -502,14 +519,12 @@ class RayRun:
 
 
 def run_on_ray(frame: pd.DataFrame, profile: Profile, settings: RaySettings | None = None,
-               record_dir: str | None = None, crash_once: bool = False,
                run_id: str | None = None) -> RayRun:
     """`score_answers` over `frame` through Ray Data, with the profile's models: the same table
     as the local engine, in the same row order (see the module docstring).
 
-    `settings` defaults to the profile's (`RaySettings.from_profile`). `record_dir` and
-    `crash_once` are the test hooks of `ScoreBatches`. `run_id` names the staging folder under
-    `ray_shared_path`.
+    `settings` defaults to the profile's (`RaySettings.from_profile`). `run_id` names the
+    staging folder under `ray_shared_path`.
 
     Ray Data cannot run in a Ray Client driver (it needs a worker of the cluster), so through
     `ray://` the same function runs as one task on the cluster, reserving no CPU, and only its
@@ -526,9 +541,9 @@ def run_on_ray(frame: pd.DataFrame, profile: Profile, settings: RaySettings | No
     with ray_session(settings.address, settings.local_cpus) as where:
         if through_ray_client():
             in_cluster = ray.remote(num_cpus=0, max_retries=0)(score_in_cluster)
-            run = ray.get(in_cluster.remote(frame, profile, settings, record_dir, crash_once, run_id))
+            run = ray.get(in_cluster.remote(frame, profile, settings, run_id))
         else:
-            run = score_in_cluster(frame, profile, settings, record_dir, crash_once, run_id)
+            run = score_in_cluster(frame, profile, settings, run_id)
     return dataclasses.replace(run, where=where)
 
 
@@ -545,7 +560,7 @@ def through_ray_client() -> bool:
 
 
 def score_in_cluster(frame: pd.DataFrame, profile: Profile, settings: RaySettings,
-                     record_dir: str | None, crash_once: bool, run_id: str | None) -> RayRun:
+                     run_id: str | None) -> RayRun:
     """`run_on_ray`'s work, in a process connected to Ray as a driver or as a worker."""
     import ray
 
@@ -568,11 +583,10 @@ def score_in_cluster(frame: pd.DataFrame, profile: Profile, settings: RaySetting
                 names = staging.write_input(blocks)
                 source = ray.data.from_arrow([pa.table({PART: [name]}) for name in names])
             dataset = source.map_batches(
-                ScoreBatches, batch_format="pyarrow",
+                settings.actor_class, batch_format="pyarrow",
                 batch_size=batch_rows if staging is None else 1,
                 compute=ray.data.ActorPoolStrategy(size=actors),
-                fn_constructor_kwargs={"profile": profile, "record_dir": record_dir,
-                                       "crash_once": crash_once, "staging": staging},
+                fn_constructor_kwargs={"profile": profile, "staging": staging},
                 num_cpus=settings.cpus_per_actor, num_gpus=settings.num_gpus or None,
                 **settings.remote_args)
             try:
@@ -582,14 +596,14 @@ def score_in_cluster(frame: pd.DataFrame, profile: Profile, settings: RaySetting
                                   f"{settings.cpus_per_actor} CPU and {settings.num_gpus} GPU within "
                                   f"{ACTOR_START_TIMEOUT_S} s ({error})") from error
     if staging is None:
-        scored = in_input_order([table.drop_columns([COUNTS]) for table in results], frame)
+        scored = in_input_order([table.drop_columns([RECORD]) for table in results], frame)
     else:
         done = sorted(name for table in results for name in table.column(PART).to_pylist())
         if done != names:
             raise EngineError(f"Ray scored the parts {done} of {staging.input_url}, expected {names}")
         scored = in_input_order([staging.read_part("scored", name) for name in names], frame)
     left = None if staging is None else staging.remove()
-    return RayRun(scored, summed_counts(results), "", actors, batch_rows,
+    return RayRun(scored, summed_counts(results), actors_scorer(results), "", actors, batch_rows,
                   None if staging is None else staging.url, left)
 
 
@@ -613,27 +627,21 @@ def check_engine(engine: str) -> None:
         raise EngineError(f"unknown scoring engine {engine!r}; expected one of {', '.join(ENGINES)}")
 
 
-def run_score(ctx: StageContext, canonical: pd.DataFrame, scorer: AnswerScorer,
-              engine: str | None = None) -> pd.DataFrame:
-    """The 02_score stage with the chosen engine (default: the profile's): scores, then writes
-    `scored.parquet` and `scoring.json` with `pipeline.write_scores` (for `ray`, see
-    `ray_provenance`)."""
-    engine = engine or ctx.profile["engine"]
-    check_engine(engine)
-    if engine == "local":
-        return run_score_locally(ctx, canonical, scorer)
-    run = run_on_ray(canonical, ctx.profile, run_id=ctx.run_id)
+def score_on_ray(frame: pd.DataFrame, profile: Profile,
+                 run_id: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """02_score's scores and scoring.json on Ray with the profile's Ray settings; the driver
+    loads no model."""
+    run = run_on_ray(frame, profile, run_id=run_id)
     if run.staging is not None:
         print(f"rows and scores went through {run.staging}; "
               + ("removed" if run.staging_left is None else f"left in place ({run.staging_left})"))
-    return write_scores(ctx, run.scored, ray_provenance(scorer, run))
+    return run.scored, ray_provenance(run)
 
 
-def ray_provenance(scorer: AnswerScorer, run: RayRun) -> dict[str, Any]:
-    """scoring.json for a Ray run: the driver's scorer describes the models (every actor
-    resolved the same profile and verified the same sha256), the actors' summed counts say what
-    was encoded and cached, and on which devices, since the driver's scorer scored nothing."""
-    provenance = scorer.provenance.as_dict()
+def ray_provenance(run: RayRun) -> dict[str, Any]:
+    """scoring.json for a Ray run: the actors' scorers describe the models, and the actors'
+    summed counts say what was encoded and cached, and on which devices."""
+    provenance = dict(run.scorer)
     provenance["sequences_encoded"] = run.counts["sequences_encoded"]
     by_device = {name.removeprefix(DEVICE_ROWS): rows for name, rows in sorted(run.counts.items())
                  if name.startswith(DEVICE_ROWS)}
