@@ -124,12 +124,12 @@ def test_interactive_stage_computes_a_missing_upstream(profile_path):
 
 @pytest.mark.parametrize(("name", "input_path", "expected"), [
     (None, "hf://datasets/neural-bridge/rag-dataset-12000", "neural-bridge/rag-dataset-12000"),
-    (None, "data/mine/eval.parquet", "eval.parquet"),
+    (None, "data/mine/eval.parquet", "eval"),
     ("my-set", "data/mine/eval.parquet", "my-set"),
 ])
 def test_dataset_label(profile_path, name, input_path, expected):
     profile = load_profile(profile_path, {"dataset.name": name, "input_path": input_path})
-    assert dataset_label(profile) == {"name": expected, "split": "sample"}
+    assert dataset_label(profile) == {"name": expected, "split": "test"}  # not the sample's split
 
 
 def test_summary_frame_keeps_counts_integer_and_missing_as_na():
@@ -162,3 +162,14 @@ def test_show_figure_saves_a_png_or_prints_why_not(profile_path, tmp_path, capsy
     assert show_figure(run, no_retrieval, retrieval_rank_histogram, "ranks") is None
     assert "ranks: not drawn" in capsys.readouterr().out
     assert not (tmp_path / "figures" / "ranks.png").exists()
+
+
+def test_stage_context_is_immutable(profile_path):
+    ctx = open_stage(str(profile_path))
+    run_id = ctx.run_id
+    with pytest.raises(FrozenInstanceError):
+        ctx.run_id = "other"  # type: ignore[misc]
+    assert ctx.run_id == run_id
+    with pytest.raises(FrozenInstanceError):  # nor can a stage repoint the profile it was given
+        ctx.profile.source_path = profile_path.parent / "other.yaml"  # type: ignore[misc]
+    assert ctx.profile.source_path == profile_path.resolve()

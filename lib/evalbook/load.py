@@ -557,7 +557,8 @@ def _join(examples: pd.DataFrame, predictions: pd.DataFrame, input_path: str,
     """Examples left-joined with their predictions by id, and the ids of unmatched predictions."""
     if "generated_answer" in examples.columns:
         raise LoadError(input_path, "generated answers are given both here and in the predictions "
-                        f"file {predictions_path}; keep one", column="generated_answer")
+                        f"file {predictions_path}; keep one: -p predictions_path=null scores this "
+                        "file's generated_answer column", column="generated_answer")
     for column in PREDICTION_COLUMNS:
         if column in predictions.columns and column in examples.columns:
             raise LoadError(input_path, f"{column!r} is given both here and in the predictions "

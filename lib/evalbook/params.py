@@ -149,6 +149,37 @@ def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+# What a profile says about its input beyond where it is: the bundled sample's predictions file,
+# name, split and generator. A layer (an extending profile, or -p) that sets another input_path
+# without them gets these, so that nothing of the sample's description carries over.
+INPUT_DESCRIPTION = {"predictions_path": None, "dataset.name": None, "dataset.split": "test",
+                     "generator": None}
+
+
+def _dotted(values: dict[str, Any], dotted_key: str) -> tuple[bool, Any]:
+    node: Any = values
+    for part in dotted_key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def own_input(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    """`layer` (dotted keys) with INPUT_DESCRIPTION's values added for the keys it leaves out,
+    when it sets an input_path other than `base`'s; else `layer` as it is."""
+    if "input_path" not in layer or layer["input_path"] == base.get("input_path"):
+        return layer
+    return {**{key: value for key, value in INPUT_DESCRIPTION.items() if key not in layer}, **layer}
+
+
+def _flat(values: dict[str, Any]) -> dict[str, Any]:
+    """The top-level keys of a profile layer, and the INPUT_DESCRIPTION keys it sets, dotted."""
+    flat = {key: value for key, value in values.items() if not isinstance(value, dict)}
+    flat.update({key: _dotted(values, key)[1] for key in INPUT_DESCRIPTION if _dotted(values, key)[0]})
+    return flat
+
+
 def _resolve_extends(values: dict[str, Any], path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     """A profile with `extends: other.yaml` is that profile with this one's keys merged over it."""
     parent_name = values.pop("extends", None)
@@ -163,7 +194,10 @@ def _resolve_extends(values: dict[str, Any], path: Path, seen: tuple[Path, ...])
         raise ParamsError(f"{path}: cannot read the profile it extends, {parent_path} ({exc})") from exc
     if not isinstance(parent, dict):
         raise ParamsError(f"{parent_path}: a params profile must be a mapping of keys to values")
-    return deep_merge(_resolve_extends(parent, parent_path, (*seen, parent_path)), values)
+    inherited = _resolve_extends(parent, parent_path, (*seen, parent_path))
+    described = own_input(inherited, _flat(values))
+    return apply_overrides(deep_merge(inherited, values),
+                           {key: described[key] for key in INPUT_DESCRIPTION if key in described})
 
 
 def with_added_keys(values: dict[str, Any]) -> dict[str, Any]:
@@ -247,7 +281,7 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
                               + ("" if key in REQUIRED_PATH_KEYS else ", or null for none"))
         if override_root is not None and isinstance(overrides.get(key), str):
             overrides[key] = resolve_path(overrides[key], override_root)
-    values = apply_overrides(with_added_keys(values), overrides)
+    values = apply_overrides(with_added_keys(values), own_input(values, overrides))
     validate(values, str(source_path))
     return Profile(values=values, source_path=source_path, root=find_root(source_path.parent))
 

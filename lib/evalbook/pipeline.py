@@ -14,7 +14,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 import pandas as pd
@@ -255,11 +255,20 @@ def judge_results(ctx: StageContext) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- 04_report
 
+HUB_DATASETS = "hf://datasets/"
+UNKNOWN_GENERATOR = "unknown"
+
+
 def dataset_label(profile: Profile) -> dict[str, str]:
+    """The dataset's name and split for the report: the profile's name, else the hub id
+    (`owner/name`) of an hf:// input, else the input file's stem."""
     name = profile["dataset"]["name"]
     if name is None:
         source = profile["input_path"]
-        name = source[len("hf://datasets/"):] if source.startswith("hf://datasets/") else Path(source).name
+        if source.startswith(HUB_DATASETS):
+            name = "/".join(source[len(HUB_DATASETS):].split("/")[:2])
+        else:
+            name = PurePosixPath(source.split("://", 1)[-1]).stem
     return {"name": name, "split": profile["dataset"]["split"]}
 
 
@@ -304,7 +313,7 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
     return build_report(
         run_id=ctx.run_id, timestamp=datetime.now(timezone.utc),
         dataset=dataset_label(ctx.profile),
-        models={"generator": ctx.profile["generator"],
+        models={"generator": ctx.profile["generator"] or UNKNOWN_GENERATOR,
                 "bertscore": scoring["bertscore_model"],
                 "sentence_transformer": scoring["sentence_transformer_model"]},
         canonical=canonical, scored=scored, load_counts=counts,

@@ -1,0 +1,93 @@
+"""A user's own input: nothing that describes the bundled sample carries over to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evalbook.load import LoadError, load_evaluation_set
+from evalbook.params import load_profile
+from evalbook.pipeline import dataset_label
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "params" / "default.yaml"
+
+
+def test_overriding_the_input_drops_the_sample_s_predictions_name_split_and_generator(tmp_path):
+    mine = tmp_path / "support-tickets.csv"
+    profile = load_profile(DEFAULT, {"input_path": str(mine)})
+    assert profile["predictions_path"] is None
+    assert profile["dataset"] == {"name": None, "split": "test"}
+    assert profile["generator"] is None
+    assert dataset_label(profile) == {"name": "support-tickets", "split": "test"}
+
+
+def test_what_the_user_gives_beside_the_input_is_kept(tmp_path):
+    profile = load_profile(DEFAULT, {"input_path": str(tmp_path / "a.csv"), "generator": "rag-v2",
+                                     "predictions_path": str(tmp_path / "p.jsonl"), "dataset.name": "tickets"})
+    assert profile["generator"] == "rag-v2" and profile["dataset"]["name"] == "tickets"
+    assert profile["predictions_path"] == str(tmp_path / "p.jsonl")
+
+
+def test_a_profile_that_extends_the_default_with_its_own_input_does_not_inherit_the_sample(tmp_path):
+    own = tmp_path / "mine.yaml"
+    own.write_text(f"extends: {DEFAULT}\ninput_path: {tmp_path / 'mine.parquet'}\ngenerator: bot-7\n")
+    profile = load_profile(own)
+    assert profile["predictions_path"] is None and profile["dataset"]["name"] is None
+    assert profile["generator"] == "bot-7"
+    same_input = tmp_path / "same.yaml"
+    same_input.write_text(f"extends: {DEFAULT}\nlimit: 4\n")
+    assert load_profile(same_input)["generator"] == load_profile(DEFAULT)["generator"]
+
+
+@pytest.mark.parametrize("source, name", [
+    ("data/sample/examples.jsonl", "examples"),
+    ("s3://bucket/runs/tickets.parquet", "tickets"),
+    ("hf://datasets/owner/qa-set", "owner/qa-set"),
+    ("hf://datasets/owner/qa-set/data/test-00000-of-00001.parquet", "owner/qa-set"),
+])
+def test_the_dataset_name_defaults_from_the_input(source, name):
+    profile = load_profile(DEFAULT, {"input_path": source, "dataset.name": None})
+    assert dataset_label(profile)["name"] == name
+
+
+def test_answers_in_both_files_name_the_flag_that_fixes_it(tmp_path):
+    examples = tmp_path / "mine.csv"
+    examples.write_text("id,question,context,answer,generated_answer\na,q,c,r,g\n")
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text('{"id": "a", "generated_answer": "g"}\n')
+    with pytest.raises(LoadError, match=r"-p predictions_path=null"):
+        load_evaluation_set(str(examples), str(predictions))
+
+
+def test_a_users_own_csv_runs_with_one_override_and_its_report_carries_the_csv_s_name(tmp_path, monkeypatch,
+                                                                                         capfd):
+    import csv
+    import json
+
+    from evalbook.__main__ import main
+
+    rows = [("What colour is the sky on a clear day?", "On a clear day the sky looks blue.", "Blue.", "It is blue."),
+            ("How many legs does a spider have?", "Spiders have eight legs.", "Eight.", "A spider has eight legs."),
+            ("Which gas do plants take in?", "Plants take in carbon dioxide.", "Carbon dioxide.", "Oxygen."),
+            ("What is frozen water called?", "Frozen water is ice.", "Ice.", "")]
+    mine = tmp_path / "helpdesk-eval.csv"
+    with mine.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["question", "context", "answer", "generated_answer"])
+        writer.writerows(rows)
+    outputs = tmp_path / "outputs"
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", "--params", str(DEFAULT), "-p", f"input_path={mine.name}",
+                 "-p", f"outputs_root={outputs}", "-p", "judge.base_url=http://127.0.0.1:1/v1"])
+    assert code == 0
+    assert "running over TCP" not in capfd.readouterr().err  # the stage kernels use IPC sockets
+    [report_path] = outputs.glob("local/eval-runs/*/*/*/*.json")
+    report = json.loads(report_path.read_text("utf-8"))
+    assert report["dataset"] == {"name": "helpdesk-eval", "split": "test", "n_examples": 4}
+    assert report["models"]["generator"] == "unknown"
+    assert report["answer_similarity_summary"]["bertscore_f1"]["n"] == 4
+    assert report["counts"]["n_examples_without_prediction"] == 0
+    assert report["counts"]["n_empty_generated_answers"] == 1
+    assert "evalbook-sample" not in report_path.read_text("utf-8")
