@@ -26,9 +26,8 @@ import pytest
 
 from evalbook.publish.index import build_index, collect_runs
 from evalbook.judge.server import is_serving
+from paths import DEFAULT_PROFILE, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = str(ROOT / "params" / "default.yaml")
 LOCAL_JUDGE = str(ROOT / "params" / "local-judge.yaml")
 # generous bounds for a loaded 2-core machine; the tests wait on events, never on a duration
 STARTUP_BOUND_SECONDS = 600
@@ -76,7 +75,7 @@ def start_run():
     the runner and everything it started, is killed afterwards."""
     started: list[tuple[Runner, list[psutil.Process]]] = []
 
-    def start(outputs: Path, params: str = DEFAULT, *overrides: str) -> Runner:
+    def start(outputs: Path, params: str = str(DEFAULT_PROFILE), *overrides: str) -> Runner:
         command = [sys.executable, "-m", "evalbook", "run", "--params", params, "-p", "limit=3",
                    "-p", f"outputs_root={outputs}"]
         for override in overrides:
@@ -103,7 +102,7 @@ def start_run():
 @pytest.fixture
 def no_judge(start_run):
     # port 1 has no judge server: the judge records not_run and starts nothing
-    return lambda outputs: start_run(outputs, DEFAULT, "judge.base_url=http://127.0.0.1:1/v1")
+    return lambda outputs: start_run(outputs, str(DEFAULT_PROFILE), "judge.base_url=http://127.0.0.1:1/v1")
 
 
 def assert_all_gone(processes: list[psutil.Process]) -> None:
