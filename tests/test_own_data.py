@@ -91,3 +91,9 @@ def test_a_users_own_csv_runs_with_one_override_and_its_report_carries_the_csv_s
     assert report["counts"]["n_examples_without_prediction"] == 0
     assert report["counts"]["n_empty_generated_answers"] == 1
     assert "evalbook-sample" not in report_path.read_text("utf-8")
+    import nbformat
+
+    for notebook in sorted(report_path.with_suffix("").glob("0*.ipynb")):
+        stderr = [output.get("text", "") for cell in nbformat.read(notebook, 4).cells
+                  for output in cell.get("outputs", []) if output.get("name") == "stderr"]
+        assert not stderr, f"{notebook.name} stores stderr (progress bars or warnings): {stderr}"

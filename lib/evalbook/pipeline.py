@@ -11,6 +11,7 @@ A stage runs in one of two modes:
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -230,9 +231,10 @@ def judge_progress(ctx: StageContext):
     from tqdm import tqdm as text_tqdm
     from tqdm.auto import tqdm
 
-    # An executed notebook keeps every line a text bar prints, so it redraws at most every 15 s.
+    # Run by Papermill, the bar goes to the kernel process's own stderr (the run's terminal or CI
+    # log), not into the executed notebook, and redraws at most every 15 s.
     bar = tqdm(desc="judging", unit="reply") if ctx.interactive else \
-        text_tqdm(desc="judging", unit="reply", mininterval=15)
+        text_tqdm(desc="judging", unit="reply", mininterval=15, file=sys.__stderr__)
 
     def update(reply, stats) -> None:
         totals = stats.per_metric.values()

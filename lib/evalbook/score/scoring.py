@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -393,15 +394,16 @@ class AnswerScorer:
         Texts are stripped as both libraries do. An empty candidate or reference scores 0 on
         every metric and is flagged (bert-score 0.3.13 crashes on it under transformers 5).
         Pairs go `chunk_size` at a time (None: the scorer's). After each chunk the disk cache
-        is trimmed to its cap. `text_progress` draws a plain-text bar that redraws at most
-        every 15 s; an executed notebook keeps its lines, whereas a widget bar would be saved
-        at 0%.
+        is trimmed to its cap. `text_progress` draws a plain-text bar, redrawn at most every 15 s,
+        on the process's own stderr (`sys.__stderr__`): in a kernel that Papermill runs, that is
+        the terminal or CI log of the run, so the executed notebook stores no progress lines as
+        stderr. Without it the bar is tqdm.auto's, a widget in JupyterLab.
         """
         if len(candidates) != len(references):
             raise ValueError(f"{len(candidates)} candidates but {len(references)} references")
         candidates, references = list(candidates), list(references)
         chunk_size = chunk_size or self.chunk_size
-        bar_class = partial(text_tqdm, mininterval=15) if text_progress else tqdm
+        bar_class = partial(text_tqdm, mininterval=15, file=sys.__stderr__) if text_progress else tqdm
         bar = bar_class(total=len(candidates), desc="scoring", unit="pair", disable=not show_progress)
         chunks = []
         with bar:
