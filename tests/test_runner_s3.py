@@ -18,15 +18,13 @@ from pathlib import Path
 
 import boto3
 import pytest
-import yaml
 
 from evalbook.report.document import validate_report
 from evalbook.publish.storage import read_bytes
+from paths import DEFAULT_PROFILE, ROOT
 from s3server import AWS_VARIABLES_REPLACED as AWS_TEST_VARIABLES_REPLACED
 from s3server import MotoServer, Request, aws_test_variables
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = str(ROOT / "params" / "default.yaml")
 TRUNCATED = str(ROOT / "data" / "sample" / "predictions-truncated.jsonl")
 PREFIX = "team/evals"
 # Distinctive, so that finding one in an output can only mean it leaked there.
@@ -125,7 +123,7 @@ def cli(server, admin, bucket, environment, local_root: Path, command: list[str]
 
 def run_to_s3(server, admin, bucket, environment, local_root: Path, remote_root: str,
               *overrides: str) -> CliRun:
-    command = ["run", "--params", DEFAULT, "-p", "limit=3", "-p", f"outputs_root={remote_root}",
+    command = ["run", "--params", str(DEFAULT_PROFILE), "-p", "limit=3", "-p", f"outputs_root={remote_root}",
                "-p", f"local_outputs_root={local_root}", "-p", "judge.base_url=http://127.0.0.1:1/v1"]
     for override in overrides:
         command += ["-p", override]
@@ -268,8 +266,9 @@ def run_as(server, admin, bucket, environment, local_root, *overrides) -> CliRun
     server.enforce_iam(True)
     try:
         mark = len(server.requests())
-        command = ["run", "--params", DEFAULT, "-p", "limit=3", "-p", f"outputs_root=s3://{bucket}/{PREFIX}",
-                   "-p", f"local_outputs_root={local_root}", "-p", "judge.base_url=http://127.0.0.1:1/v1"]
+        command = ["run", "--params", str(DEFAULT_PROFILE), "-p", "limit=3",
+                   "-p", f"outputs_root=s3://{bucket}/{PREFIX}", "-p", f"local_outputs_root={local_root}",
+                   "-p", "judge.base_url=http://127.0.0.1:1/v1"]
         for override in overrides:
             command += ["-p", override]
         completed = subprocess.run([sys.executable, "-m", "evalbook", *command], capture_output=True,
@@ -344,7 +343,8 @@ def test_credentials_are_never_written_to_a_run_or_an_uploaded_object(published,
 
 
 def test_two_s3_runs_are_compared_from_s3_and_the_comparison_published_beside_the_candidate(
-        published, server, admin, bucket, aws_environment, tmp_path, in_process_aws):
+        published, server, admin, bucket, aws_environment, in_process_aws, relocated_default_values,
+        write_profile):
     # the baseline is the published run of the first test; the candidate has truncated answers
     assert published.completed.returncode == 0, failure(published)
     remote_root = f"s3://{bucket}/{PREFIX}"
@@ -354,12 +354,8 @@ def test_two_s3_runs_are_compared_from_s3_and_the_comparison_published_beside_th
     baseline_url, candidate_url = published.last_line, candidate.last_line
     assert candidate_url.startswith(remote_root + "/") and candidate_url != baseline_url
 
-    profile = yaml.safe_load(Path(DEFAULT).read_text())
-    profile.update(outputs_root=remote_root, local_outputs_root=str(published.local_root),
-                   input_path=str(ROOT / profile["input_path"]),
-                   predictions_path=str(ROOT / profile["predictions_path"]))
-    params = tmp_path / "s3-profile.yaml"
-    params.write_text(yaml.safe_dump(profile))
+    relocated_default_values.update(outputs_root=remote_root, local_outputs_root=str(published.local_root))
+    params = write_profile(relocated_default_values, "s3-profile.yaml")
     compared = cli(server, admin, bucket, aws_environment, published.local_root,
                    ["compare", "--params", str(params), "--baseline", baseline_url,
                     "--candidate", candidate_url, "--resamples", "500"])
