@@ -20,6 +20,9 @@ PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*==\s*([^
 # conda spellings of PyPI names
 CONDA_ALIASES = {"pytorch": "torch"}
 PARAMETER_NAMES = ("params_path", "run_dir", "run_id")
+# and in the stages 01-04, which read the data (CONVENTIONS.md)
+STAGE_PARAMETER_NAMES = ("limit", "seed")
+STAGES = ("01_load", "02_score", "03_judge", "04_report")
 # The one line a parameters cell may hold besides parameters: what `Optional[...]` needs.
 TYPING_IMPORT = "from typing import Optional"
 
@@ -317,7 +320,8 @@ def parameter_problems(name: str, source: str) -> list[str]:
         if parameter.default == "None" and not parameter.inferred_type_name.startswith("Optional["):
             problems.append(f"{name} parameter {target}: defaults to None, so its type is Optional[...]")
         names.add(target)
-    for parameter in PARAMETER_NAMES:
+    stage = name.removesuffix(".ipynb") in STAGES
+    for parameter in (*PARAMETER_NAMES, *(STAGE_PARAMETER_NAMES if stage else ())):
         if parameter not in names:
             problems.append(f"{name}: the parameters cell does not define {parameter}")
     return problems

@@ -87,6 +87,24 @@ def params_hash(values: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+# The notebooks' own folder: their default `params_path` is written relative to it.
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def locate_profile(params_path: str | Path) -> Path:
+    """Where a notebook's `params_path` is: as given when absolute; a relative one is read from
+    the working folder when it is there, else from the notebooks' folder (so that a notebook's
+    default, `../params/default.yaml`, holds whichever folder Papermill is started from)."""
+    path = Path(params_path)
+    if path.is_absolute() or path.is_file():
+        return path.resolve()
+    beside_notebooks = NOTEBOOKS_DIR / path
+    if beside_notebooks.is_file():
+        return beside_notebooks.resolve()
+    raise ParamsError(f"params profile {params_path} is neither in the working folder {Path.cwd()} "
+                      f"nor in the notebooks' folder {NOTEBOOKS_DIR}; pass -p params_path <path>")
+
+
 def find_root(start: Path) -> Path:
     """The nearest folder at or above `start` holding pyproject.toml, else `start` itself."""
     for folder in (start, *start.parents):

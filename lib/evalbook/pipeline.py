@@ -26,7 +26,7 @@ from evalbook import load as load_module
 from evalbook.files import write_atomically
 from evalbook.layout import interactive_folder, report_path
 from evalbook.score.models import resolve_profile_models
-from evalbook.params import Profile, judge_cache_path, load_profile, local_outputs_root
+from evalbook.params import Profile, judge_cache_path, load_profile, local_outputs_root, locate_profile
 from evalbook.provenance import run_provenance
 from evalbook.report.document import build_report, write_report
 from evalbook.score.scoring import METRIC_COLUMNS, AnswerScorer, score_answers
@@ -87,9 +87,16 @@ class StageContext:
         return report_path(self.run_dir, self.run_id)
 
 
-def open_stage(params_path: str, run_dir: str | None = None, run_id: str | None = None) -> StageContext:
-    """Load and validate the profile and settle where this stage reads and writes."""
-    profile = load_profile(params_path)
+def open_stage(params_path: str, run_dir: str | None = None, run_id: str | None = None,
+               limit: int | None = None, seed: int | None = None) -> StageContext:
+    """Load and validate the profile and settle where this stage reads and writes.
+
+    `params_path` is found by evalbook.params.locate_profile. `limit` and `seed`, when given,
+    override the profile's: 01_load samples with them, and later stages opened alone pass them
+    on to the 01_load they run first.
+    """
+    chosen = {key: value for key, value in (("limit", limit), ("seed", seed)) if value is not None}
+    profile = load_profile(locate_profile(params_path), chosen)
     if run_dir is None:
         folder = interactive_folder(local_outputs_root(profile), profile["env"])
         folder.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from evalbook.compare.settings import DEFAULTS, Settings
 from evalbook.layout import find_report, interactive_folder
-from evalbook.params import load_profile, local_outputs_root
+from evalbook.params import load_profile, local_outputs_root, locate_profile
 from evalbook.report.reader import RunReport, read_report
 
 COMPARISON_FILE = "comparison.json"
@@ -57,7 +57,7 @@ def open_comparison(params_path: str, baseline: str | None = None, candidate: st
     """
     from evalbook.runner import latest_pair
 
-    profile = load_profile(params_path)
+    profile = load_profile(locate_profile(params_path))
     local_root = local_outputs_root(profile)
     if baseline is None and candidate is None:
         baseline, candidate = latest_pair(local_root, profile["env"])
