@@ -27,9 +27,8 @@ from evalbook.compare.document import validate_comparison
 from evalbook.publish.pages import external_references, noinput_path
 from evalbook.publish.index import COMPARISONS_DIR, build_index, collect_runs
 from evalbook.runner import RunResult, run_pipeline
+from paths import DEFAULT_PROFILE, ROOT, read_default_values
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ROOT / "params" / "default.yaml"
 TRUNCATED = ROOT / "data" / "sample" / "predictions-truncated.jsonl"
 N_SAMPLE = 32
 # Port 1 has no judge server, whatever runs on this machine: the judge must record not_run.
@@ -91,11 +90,10 @@ def runs(tmp_path_factory) -> Runs:
     with pytest.MonkeyPatch.context() as patch:
         # run_pipeline sets HF_HUB_OFFLINE=1 for the offline default profile; this undoes it after.
         patch.setenv("HF_HUB_OFFLINE", "1")
-        baseline = run_pipeline(str(DEFAULT), common)
-        candidate = run_pipeline(str(DEFAULT), [*common, f"predictions_path={TRUNCATED}"])
-    values = yaml.safe_load(DEFAULT.read_text("utf-8"))
-    values.update(outputs_root=str(outputs), input_path=str(ROOT / values["input_path"]),
-                  predictions_path=str(ROOT / values["predictions_path"]))
+        baseline = run_pipeline(str(DEFAULT_PROFILE), common)
+        candidate = run_pipeline(str(DEFAULT_PROFILE), [*common, f"predictions_path={TRUNCATED}"])
+    values = read_default_values(absolute_data_paths=True)
+    values["outputs_root"] = str(outputs)
     profile = tmp_path_factory.mktemp("params") / "profile.yaml"
     profile.write_text(yaml.safe_dump(values, sort_keys=False), "utf-8")
     return Runs(outputs, profile, baseline, candidate)
