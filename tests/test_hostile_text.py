@@ -27,9 +27,8 @@ from evalbook.escaping import visible_controls
 from evalbook.publish.index import build_index
 from evalbook.runner import ComparisonRun, RunResult, run_comparison, run_pipeline
 from faultserver import FaultServer, valid_reply
+from paths import read_default_values
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ROOT / "params" / "default.yaml"
 HOSTILE = " ".join(hostile.PAYLOADS) + " " + hostile.CONTROLS
 SHOWN = visible_controls(HOSTILE)
 SOURCE = f"source {HOSTILE}"
@@ -85,7 +84,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def hostile_profile(folder: Path, outputs: Path, base_url: str) -> Path:
-    values = yaml.safe_load(DEFAULT.read_text("utf-8"))
+    values = read_default_values()
     values.update(outputs_root=str(outputs), local_outputs_root=str(outputs), predictions_path=None,
                   input_path=str(write_jsonl(folder / "baseline.jsonl", BASELINE)),
                   generator=f"generator {HOSTILE}")
