@@ -34,3 +34,17 @@ def test_an_ipc_kernel_runs_the_notebook_without_the_tcp_warning(tmp_path, capfd
     ran = nbformat.read(tmp_path / "ipc.ipynb", 4)
     assert ran.cells[0].outputs[0]["text"] == "42\n"
     assert not sockets.exists()
+
+
+def test_the_socket_folder_goes_when_the_notebook_fails_and_stays_for_an_interrupted_start():
+    for error in (RuntimeError("a cell failed"), KeyboardInterrupt()):
+        try:
+            with ipc_kernel() as kernel:
+                sockets = Path(kernel["config"]["KernelManager"]["ip"]).parent
+                assert sockets.is_dir()
+                raise error
+        except (RuntimeError, KeyboardInterrupt):
+            pass
+        assert sockets.exists() is isinstance(error, KeyboardInterrupt)
+        if sockets.exists():
+            sockets.rmdir()
