@@ -83,10 +83,12 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def hostile_profile(folder: Path, outputs: Path, base_url: str) -> Path:
+def hostile_profile(folder: Path, outputs: Path, base_url: str, side: str, rows: list[dict]) -> Path:
+    """One run's profile: its own input, with the hostile dataset name and generator (a run on
+    another input_path drops the name and generator it would inherit, so each side sets them)."""
     values = read_default_values()
     values.update(outputs_root=str(outputs), local_outputs_root=str(outputs), predictions_path=None,
-                  input_path=str(write_jsonl(folder / "baseline.jsonl", BASELINE)),
+                  input_path=str(write_jsonl(folder / f"{side}.jsonl", rows)),
                   generator=f"generator {HOSTILE}")
     values["dataset"]["name"] = f"dataset {HOSTILE}"
     judge = values["judge"]
@@ -94,7 +96,7 @@ def hostile_profile(folder: Path, outputs: Path, base_url: str) -> Path:
                  max_retries=1, timeout_seconds=30, eligible_sources=[SOURCE])
     judge["metrics"]["criteria"]["goals"] = [f"goal {HOSTILE}"]
     judge["metrics"]["relevance"]["n_questions"] = 2
-    profile = folder / "hostile.yaml"
+    profile = folder / f"hostile-{side}.yaml"
     profile.write_text(yaml.safe_dump(values, sort_keys=False), "utf-8")
     return profile
 
@@ -103,13 +105,12 @@ def hostile_profile(folder: Path, outputs: Path, base_url: str) -> Path:
 def outputs(tmp_path_factory) -> Outputs:
     folder = tmp_path_factory.mktemp("hostile")
     root = folder / "outputs"
-    candidate_input = write_jsonl(folder / "candidate.jsonl", CANDIDATE)
     with FaultServer(reply=judge_reply) as server, pytest.MonkeyPatch.context() as patch:
         # run_pipeline sets HF_HUB_OFFLINE=1 for the offline profile; this undoes it after.
         patch.setenv("HF_HUB_OFFLINE", "1")
-        profile = hostile_profile(folder, root, server.base_url)
+        profile = hostile_profile(folder, root, server.base_url, "baseline", BASELINE)
         baseline = run_pipeline(str(profile))
-        candidate = run_pipeline(str(profile), [f"input_path={candidate_input}"])
+        candidate = run_pipeline(str(hostile_profile(folder, root, server.base_url, "candidate", CANDIDATE)))
         assert server.chat_calls > 0
     comparison = run_comparison(str(profile), baseline.run_id, candidate.run_id)
     return Outputs(root, baseline, candidate, comparison, build_index(root))

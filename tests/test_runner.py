@@ -223,7 +223,7 @@ def test_shared_rows_scored_against_themselves_score_one(tmp_path):
                                                  "dataset.split=train"])
     report = json.loads(result.report_path.read_text())
     summary = report["answer_similarity_summary"]
-    assert report["dataset"] == {"name": "self.parquet", "split": "train", "n_examples": 100}
+    assert report["dataset"] == {"name": "self", "split": "train", "n_examples": 100}  # the file's stem
     for metric in ("bertscore_f1", "bertscore_precision", "bertscore_recall", "sentence_cosine"):
         assert summary[metric]["n"] == 100 and summary[metric]["n_missing"] == 0
         assert summary[metric]["p10"] > 0.9999, metric
