@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from evalbook.__main__ import main
+from paths import DEFAULT_PROFILE
 
-DEFAULT = str(Path(__file__).resolve().parents[1] / "params" / "default.yaml")
 
 
 @pytest.mark.parametrize("command", [
@@ -17,7 +16,7 @@ DEFAULT = str(Path(__file__).resolve().parents[1] / "params" / "default.yaml")
 ])
 def test_compare_and_diff_look_runs_up_under_an_overridden_outputs_root(tmp_path, capsys, command):
     root = tmp_path / "elsewhere"
-    code = main([command[0], "--params", DEFAULT, "-p", f"outputs_root={root}", *command[1:]])
+    code = main([command[0], "--params", str(DEFAULT_PROFILE), "-p", f"outputs_root={root}", *command[1:]])
     error = capsys.readouterr().err
     assert code == 2, error
     assert error.startswith("evalbook: ") and "0f4a3c2e-no-such-run" in error

@@ -2,6 +2,7 @@
 eviction, and, with the real MiniLM on the bundled sample, warm runs that encode only the
 changed texts and repeat every unchanged score exactly."""
 
+import copy
 import multiprocessing
 import os
 import shutil
@@ -23,11 +24,11 @@ from evalbook.score.embcache import (
 from evalbook.load import load_evaluation_set
 from evalbook.score.models import resolve_model
 from evalbook.params import embedding_cache_path, load_profile, resolved_values
+from paths import ROOT
 from evalbook.pipeline import open_stage, run_score
 from evalbook.score.scoring import AnswerScorer, score_answers
 from evalbook.score.scoring import METRIC_COLUMNS
 
-ROOT = Path(__file__).resolve().parents[1]
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 GIB = 2**30
 
@@ -321,16 +322,12 @@ def test_one_entry_serves_both_metrics_unless_truncation_differs(minilm):
 # ---------------------------------------------------------------- through the pipeline
 
 @pytest.fixture
-def profile_path(tmp_path):
+def profile_path(relocated_default_values, write_profile):
     def write(**embedding_cache):
-        values = yaml.safe_load((ROOT / "params" / "default.yaml").read_text())
-        values["outputs_root"] = values["local_outputs_root"] = str(tmp_path / "outputs")
-        for key in ("input_path", "predictions_path"):
-            values[key] = str(ROOT / values[key])
+        values = copy.deepcopy(relocated_default_values)
+        values["local_outputs_root"] = values["outputs_root"]
         values["scoring"]["embedding_cache"].update(embedding_cache)
-        path = tmp_path / "profile.yaml"
-        path.write_text(yaml.safe_dump(values))
-        return path
+        return write_profile(values)
     return write
 
 

@@ -27,12 +27,11 @@ from evalbook.judge import stage as stage_module
 from evalbook.judge.cache import JudgeCache
 from evalbook.judge.parsing import Unparsed, parse_reply
 from evalbook.judge.stage import build_requests, judge_table, templates_for
-from evalbook.params import load_profile
+from paths import ROOT, read_default_values
 from evalbook.pipeline import (JUDGE, assemble_report, canonical_table, open_stage, run_judge,
                                run_load, run_score, save_report)
 from evalbook.report.document import validate_report
 
-ROOT = Path(__file__).resolve().parents[1]
 # The hang mode needs a short client timeout; every other call gets a generous one, so that a
 # busy machine (CI's two cores under load) never turns a healthy reply into a timeout.
 HANG_TIMEOUT_SECONDS = 0.5
@@ -69,11 +68,6 @@ def quick_backoff(monkeypatch):
                         lambda config: dataclasses.replace(settings_from(config), backoff_seconds=0.005))
 
 
-@pytest.fixture(scope="module")
-def default_judge() -> dict:
-    return load_profile(ROOT / "params" / "default.yaml")["judge"]
-
-
 @pytest.fixture
 def cache(tmp_path):
     cache = JudgeCache(tmp_path / "judge-cache.sqlite")
@@ -81,8 +75,8 @@ def cache(tmp_path):
     cache.close()
 
 
-def judge_config(default_judge: dict, base_url: str, timeout_seconds: float = TIMEOUT_SECONDS) -> dict:
-    config = copy.deepcopy(default_judge)
+def judge_config(default_judge_config: dict, base_url: str, timeout_seconds: float = TIMEOUT_SECONDS) -> dict:
+    config = copy.deepcopy(default_judge_config)
     config.update(base_url=base_url, sample_size=None, timeout_seconds=timeout_seconds, max_retries=1,
                   concurrency=len(JUDGMENTS))
     return config
@@ -149,13 +143,13 @@ def cached_judgments(cache: JudgeCache, config: dict) -> set[tuple[str, str]]:
 
 @pytest.mark.parametrize("mode", list(MODES))
 def test_every_judgment_is_scored_or_unscored_and_a_rerun_completes_what_was_left(
-        default_judge, cache, mode):
+        default_judge_config, cache, mode):
     options, reason, first_calls = MODES[mode]
     with FaultServer(mode, **options) as server:
         timeout = HANG_TIMEOUT_SECONDS if mode == "hang" else TIMEOUT_SECONDS
-        first = judge_table(canonical(), judge_config(default_judge, server.base_url, timeout), cache,
+        first = judge_table(canonical(), judge_config(default_judge_config, server.base_url, timeout), cache,
                             embed, seed=0)
-        config = judge_config(default_judge, server.base_url)
+        config = judge_config(default_judge_config, server.base_url)
         left = unscored(first.records)
         if reason is None:
             assert left == {}
@@ -181,18 +175,18 @@ def test_every_judgment_is_scored_or_unscored_and_a_rerun_completes_what_was_lef
     assert cached_judgments(cache, config) == JUDGMENTS
 
 
-def test_reply_text_that_is_not_json_keeps_the_raw_reply(default_judge, cache):
+def test_reply_text_that_is_not_json_keeps_the_raw_reply(default_judge_config, cache):
     with FaultServer("text_not_json") as server:
-        outcome = judge_table(canonical(), judge_config(default_judge, server.base_url), cache, embed, seed=0)
+        outcome = judge_table(canonical(), judge_config(default_judge_config, server.base_url), cache, embed, seed=0)
     for record in outcome.records.values():
         for metric in METRICS:
             assert record[metric]["raw_reply"] == NOT_JSON_TEXT
     assert len(cache) == 0
 
 
-def test_a_server_that_recovers_within_the_retries_is_scored_on_the_first_run(default_judge, cache):
+def test_a_server_that_recovers_within_the_retries_is_scored_on_the_first_run(default_judge_config, cache):
     with FaultServer("not_json", faults=2) as server:
-        outcome = judge_table(canonical(), judge_config(default_judge, server.base_url), cache, embed, seed=0)
+        outcome = judge_table(canonical(), judge_config(default_judge_config, server.base_url), cache, embed, seed=0)
         assert server.chat_calls == len(JUDGMENTS) + 2
     assert unscored(outcome.records) == {}
     assert len(cache) == len(JUDGMENTS)
@@ -200,11 +194,9 @@ def test_a_server_that_recovers_within_the_retries_is_scored_on_the_first_run(de
 
 # ---------------------------------------------------------------- through the pipeline's stages
 
-def write_profile(tmp_path: Path, base_url: str, **changes) -> Path:
-    values = yaml.safe_load((ROOT / "params" / "default.yaml").read_text())
-    values.update(outputs_root=str(tmp_path / "outputs"), limit=2,
-                  input_path=str(ROOT / values["input_path"]),
-                  predictions_path=str(ROOT / values["predictions_path"]))
+def write_judged_profile(tmp_path: Path, base_url: str, **changes) -> Path:
+    values = read_default_values(absolute_data_paths=True)
+    values.update(outputs_root=str(tmp_path / "outputs"), limit=2)
     values.update(changes)
     values["judge"].update(base_url=base_url, timeout_seconds=TIMEOUT_SECONDS, max_retries=1,
                            sample_size=None, cache_path=str(tmp_path / "judge-cache.sqlite"))
@@ -215,7 +207,7 @@ def write_profile(tmp_path: Path, base_url: str, **changes) -> Path:
 
 def test_a_malformed_200_still_writes_judge_json_and_the_report(tmp_path):
     with FaultServer("no_choices") as server:
-        profile = write_profile(tmp_path, server.base_url)
+        profile = write_judged_profile(tmp_path, server.base_url)
         ctx = open_stage(str(profile))
         canonical_rows = canonical_table(ctx)
         result = run_judge(ctx, canonical_rows)
@@ -255,7 +247,7 @@ def test_the_judge_notebook_runs_on_input_without_a_source_column(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     with FaultServer() as server:
-        profile = write_profile(tmp_path, server.base_url, input_path=str(input_path), predictions_path=None,
+        profile = write_judged_profile(tmp_path, server.base_url, input_path=str(input_path), predictions_path=None,
                                 limit=None)
         run_load(open_stage(str(profile), run_dir=str(run_dir), run_id=run_id))
         papermill.execute_notebook(str(ROOT / "notebooks" / "03_judge.ipynb"),

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from evalbook.load import LoadError, load_evaluation_set
 from evalbook.params import load_profile
 from evalbook.pipeline import dataset_label
+from paths import DEFAULT_PROFILE
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ROOT / "params" / "default.yaml"
 
 
 def test_overriding_the_input_drops_the_sample_s_predictions_name_split_and_generator(tmp_path):
     mine = tmp_path / "support-tickets.csv"
-    profile = load_profile(DEFAULT, {"input_path": str(mine)})
+    profile = load_profile(DEFAULT_PROFILE, {"input_path": str(mine)})
     assert profile["predictions_path"] is None
     assert profile["dataset"] == {"name": None, "split": "test"}
     assert profile["generator"] is None
@@ -24,7 +22,7 @@ def test_overriding_the_input_drops_the_sample_s_predictions_name_split_and_gene
 
 
 def test_what_the_user_gives_beside_the_input_is_kept(tmp_path):
-    profile = load_profile(DEFAULT, {"input_path": str(tmp_path / "a.csv"), "generator": "rag-v2",
+    profile = load_profile(DEFAULT_PROFILE, {"input_path": str(tmp_path / "a.csv"), "generator": "rag-v2",
                                      "predictions_path": str(tmp_path / "p.jsonl"), "dataset.name": "tickets"})
     assert profile["generator"] == "rag-v2" and profile["dataset"]["name"] == "tickets"
     assert profile["predictions_path"] == str(tmp_path / "p.jsonl")
@@ -32,13 +30,13 @@ def test_what_the_user_gives_beside_the_input_is_kept(tmp_path):
 
 def test_a_profile_that_extends_the_default_with_its_own_input_does_not_inherit_the_sample(tmp_path):
     own = tmp_path / "mine.yaml"
-    own.write_text(f"extends: {DEFAULT}\ninput_path: {tmp_path / 'mine.parquet'}\ngenerator: bot-7\n")
+    own.write_text(f"extends: {DEFAULT_PROFILE}\ninput_path: {tmp_path / 'mine.parquet'}\ngenerator: bot-7\n")
     profile = load_profile(own)
     assert profile["predictions_path"] is None and profile["dataset"]["name"] is None
     assert profile["generator"] == "bot-7"
     same_input = tmp_path / "same.yaml"
-    same_input.write_text(f"extends: {DEFAULT}\nlimit: 4\n")
-    assert load_profile(same_input)["generator"] == load_profile(DEFAULT)["generator"]
+    same_input.write_text(f"extends: {DEFAULT_PROFILE}\nlimit: 4\n")
+    assert load_profile(same_input)["generator"] == load_profile(DEFAULT_PROFILE)["generator"]
 
 
 @pytest.mark.parametrize("source, name", [
@@ -48,7 +46,7 @@ def test_a_profile_that_extends_the_default_with_its_own_input_does_not_inherit_
     ("hf://datasets/owner/qa-set/data/test-00000-of-00001.parquet", "owner/qa-set"),
 ])
 def test_the_dataset_name_defaults_from_the_input(source, name):
-    profile = load_profile(DEFAULT, {"input_path": source, "dataset.name": None})
+    profile = load_profile(DEFAULT_PROFILE, {"input_path": source, "dataset.name": None})
     assert dataset_label(profile)["name"] == name
 
 
@@ -79,7 +77,7 @@ def test_a_users_own_csv_runs_with_one_override_and_its_report_carries_the_csv_s
         writer.writerows(rows)
     outputs = tmp_path / "outputs"
     monkeypatch.chdir(tmp_path)
-    code = main(["run", "--params", str(DEFAULT), "-p", f"input_path={mine.name}",
+    code = main(["run", "--params", str(DEFAULT_PROFILE), "-p", f"input_path={mine.name}",
                  "-p", f"outputs_root={outputs}", "-p", "judge.base_url=http://127.0.0.1:1/v1"])
     assert code == 0
     assert "running over TCP" not in capfd.readouterr().err  # the stage kernels use IPC sockets

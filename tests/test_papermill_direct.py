@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 import papermill
 import pytest
 
 from evalbook.params import ParamsError, locate_profile
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 
 

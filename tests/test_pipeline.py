@@ -11,19 +11,12 @@ from evalbook.params import load_profile
 from evalbook.pipeline import (StageError, canonical_table, dataset_label,
                                open_stage, scored_table, show_figure, summary_frame)
 
-ROOT = Path(__file__).resolve().parents[1]
 RUN_ID = "3b7e2f10-5c4d-4a8b-9e6f-0d1c2b3a4f5e"
 
 
 @pytest.fixture
-def profile_path(tmp_path):
-    values = yaml.safe_load((ROOT / "params" / "default.yaml").read_text())
-    values["outputs_root"] = str(tmp_path / "outputs")
-    for key in ("input_path", "predictions_path"):
-        values[key] = str(ROOT / values[key])
-    path = tmp_path / "profile.yaml"
-    path.write_text(yaml.safe_dump(values))
-    return path
+def profile_path(relocated_default_values, write_profile):
+    return write_profile(relocated_default_values)
 
 
 def test_interactive_stage_uses_the_scratch_folder(profile_path, tmp_path):
