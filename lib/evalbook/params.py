@@ -18,8 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
+
+from evalbook.validation import jsonschema
 
 PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_root")
 # Path keys that an override may set; paths in overrides resolve against the working folder.

@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from importlib import resources
+from types import ModuleType
 from typing import Any
 
-import jsonschema
+
+def _import_jsonschema() -> ModuleType:
+    """jsonschema, imported without the optional `rfc3987_syntax` it would load for the `iri`
+    formats. Importing that module builds its grammar, 1.5 s on a quiet machine here and 5 s on
+    a busy one, in every process and notebook kernel that validates a profile or a report;
+    evalbook checks no format. jsonschema expects the optional library to be missing
+    (ImportError) and goes on without it; the block is lifted at once for anything else."""
+    if "jsonschema" in sys.modules or "rfc3987_syntax" in sys.modules:
+        return importlib.import_module("jsonschema")
+    sys.modules["rfc3987_syntax"] = None  # an `import` of it now raises ImportError
+    try:
+        return importlib.import_module("jsonschema")
+    finally:
+        del sys.modules["rfc3987_syntax"]
+
+
+jsonschema = _import_jsonschema()
 
 REPORT_SCHEMA = "report-v1.json"
 COMPARISON_SCHEMA = "compare-v1.json"

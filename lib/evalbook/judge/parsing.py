@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-import jsonschema
+from evalbook.validation import jsonschema
 
 FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
