@@ -25,11 +25,11 @@ import pyarrow.parquet as pq
 from evalbook import load as load_module
 from evalbook.files import write_atomically
 from evalbook.layout import interactive_folder, report_path
+from evalbook.metrics import names
 from evalbook.score.models import resolve_profile_models
 from evalbook.params import Profile, judge_cache_path, load_profile, local_outputs_root, locate_profile
 from evalbook.provenance import run_provenance
 from evalbook.report.document import build_report, write_report
-from evalbook.score.scoring import METRIC_COLUMNS, AnswerScorer, score_answers
 from evalbook.stats import summarize
 
 CANONICAL = "canonical.parquet"
@@ -167,6 +167,8 @@ def run_score(ctx: StageContext) -> pd.DataFrame:
 
         scored, provenance = score_on_ray(canonical, ctx.profile, ctx.run_id)
         return write_scores(ctx, scored, provenance)
+    from evalbook.score.scoring import AnswerScorer, score_answers  # torch: only a stage that scores
+
     scorer = AnswerScorer.from_profile(ctx.profile, resolve_profile_models(ctx.profile))
     scored = score_answers(canonical, scorer, ctx.profile["retrieval"]["k"],
                            text_progress=not ctx.interactive)
@@ -355,7 +357,7 @@ def summary_frame(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
 
 def score_summary(scored: pd.DataFrame) -> pd.DataFrame:
     """The summary the report will carry, computed from a scored table."""
-    return summary_frame({column: summarize(scored[column].tolist()) for column in METRIC_COLUMNS})
+    return summary_frame({column: summarize(scored[column].tolist()) for column in names("similarity")})
 
 
 def summary_table(report: dict[str, Any]) -> pd.DataFrame:
