@@ -127,7 +127,7 @@ def make_report(scores: dict[str, float | None], *, tag: str = "base", retrieval
     hits = [retrieval.get(i) for i in ids]
     present = [h for h in hits if h is not None]
     report = {
-        "schema_version": "1.2",
+        "schema_version": "1.3",
         "run_id": str(uuid.uuid4()),
         "timestamp": "2026-11-30T12:00:00Z",
         "dataset": {"name": "synthetic", "split": "test", "n_examples": len(ids)},

@@ -604,7 +604,7 @@ def test_a_report_with_the_judge_validates(config, cache):
         validate_report(report)
     except Exception as error:  # show the schema's complaint in full
         pytest.fail(str(error))
-    assert report["schema_version"] == "1.2"
+    assert report["schema_version"] == "1.3"
     assert report["models"]["judge"]["label"] == outcome.models_judge["label"]
     assert report["judge_summary"]["status"] == "ran"
     examples = {e["id"]: e for e in report["examples"]}

@@ -141,7 +141,7 @@ def test_built_report_validates_and_holds_only_json_types(report: dict):
 
 
 def test_every_adr_field_is_present(report: dict):
-    assert report["schema_version"] == "1.2"
+    assert report["schema_version"] == "1.3"
     assert report["run_id"] == RUN_ID
     assert report["timestamp"] == "2026-11-30T12:34:56Z"
     assert report["dataset"] == {"name": "evalbook-sample", "split": "sample", "n_examples": 5}
@@ -392,3 +392,24 @@ def test_write_report_overwrite_replaces(report: dict, tmp_path: Path):
     path.write_text("original", "utf-8")
     write_report(report, path, overwrite=True)
     assert json.loads(path.read_text("utf-8"))["run_id"] == RUN_ID
+
+
+def test_each_mean_carries_its_seeded_bootstrap_interval(report: dict):
+    from evalbook.stats import bootstrap_mean_ci
+
+    intervals = report["intervals"]
+    assert (intervals["resamples"], intervals["seed"], intervals["confidence"]) == (2000, 0, 0.95)
+    assert set(intervals["metrics"]) == {"bertscore_f1", "bertscore_precision", "bertscore_recall",
+                                         "sentence_cosine", "top_k_match"}  # the judge did not run
+    for metric, summary in report["answer_similarity_summary"].items():
+        interval = intervals["metrics"][metric]
+        assert (interval["mean"], interval["n"], interval["n_missing"]) == (
+            summary["mean"], summary["n"], summary["n_missing"])
+        if summary["n"]:
+            assert interval["low"] <= interval["mean"] <= interval["high"]
+    f1 = [e["answer_similarity"]["bertscore"]["f1"] for e in report["examples"]]
+    expected = bootstrap_mean_ci([v for v in f1 if v is not None], resamples=2000, seed=0, confidence=0.95)
+    assert (intervals["metrics"]["bertscore_f1"]["low"], intervals["metrics"]["bertscore_f1"]["high"]) == expected
+    top_k = intervals["metrics"]["top_k_match"]
+    assert top_k["mean"] == report["retrieval_summary"]["top_k_match_rate"]
+    assert top_k["n"] == report["retrieval_summary"]["n"]

@@ -180,3 +180,14 @@ def test_rate_all_missing_is_none():
 def test_rate_all_false_is_zero_not_none():
     assert rate([False, False]) == {"rate": 0.0, "n": 2, "n_missing": 0}
     assert rate([False, None, False]) == {"rate": 0.0, "n": 2, "n_missing": 1}
+
+
+def test_mean_interval_counts_the_missing_and_is_null_without_values():
+    from evalbook.stats import bootstrap_mean_ci, mean_interval
+
+    interval = mean_interval([0.2, None, 0.4, float("nan"), 0.9], resamples=500, seed=3, confidence=0.9)
+    assert interval["mean"] == pytest.approx(0.5) and (interval["n"], interval["n_missing"]) == (3, 2)
+    assert (interval["low"], interval["high"]) == bootstrap_mean_ci([0.2, 0.4, 0.9], resamples=500, seed=3,
+                                                                      confidence=0.9)
+    assert mean_interval([None], resamples=10, seed=0, confidence=0.95) == {
+        "mean": None, "low": None, "high": None, "n": 0, "n_missing": 1}

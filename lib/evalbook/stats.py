@@ -165,3 +165,17 @@ def direction_fractions(deltas: Sequence[float] | np.ndarray, tol: float) -> dic
     counts = {"n_better": better, "n_worse": worse, "n_unchanged": unchanged}
     fractions = {f"fraction_{k[2:]}": (v / n if n else None) for k, v in counts.items()}
     return {**counts, **fractions}
+
+
+def mean_interval(values: Iterable[Any], *, resamples: int, seed: int, confidence: float) -> dict[str, Any]:
+    """The mean of the present values and its percentile bootstrap interval (bootstrap_mean_ci).
+
+    None, NaN and <NA> are left out and counted apart. Returns {mean, low, high, n, n_missing};
+    with no present value, mean, low and high are None (JSON null), never 0.
+    """
+    present, missing = _present(values)
+    if present.size == 0:
+        return {"mean": None, "low": None, "high": None, "n": 0, "n_missing": missing}
+    low, high = bootstrap_mean_ci(present, resamples=resamples, seed=seed, confidence=confidence)
+    return {"mean": float(present.mean()), "low": low, "high": high, "n": int(present.size),
+            "n_missing": missing}

@@ -14,11 +14,16 @@ from typing import Any
 import pandas as pd
 
 from evalbook.files import write_atomically
-from evalbook.metrics import SCORE_FLAGS, names
-from evalbook.stats import PERCENTILE_METHOD, rate, summarize
+from evalbook.compare.settings import DEFAULTS as BOOTSTRAP
+from evalbook.metrics import METRICS, SCORE_FLAGS, names
+from evalbook.stats import PERCENTILE_METHOD, mean_interval, rate, summarize
 from evalbook.validation import ReportError, validate_report
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
+INTERVAL_METHOD = (
+    "percentile bootstrap of the mean over the examples with a value: numpy.random.default_rng(seed) "
+    "draws `resamples` resamples of n indices with replacement; the interval is the (1 - confidence) / 2 "
+    "and (1 + confidence) / 2 quantiles of the resample means (evalbook.stats.bootstrap_mean_ci)")
 
 
 def _number(value: Any) -> float | None:
@@ -71,6 +76,15 @@ def example_records(canonical: pd.DataFrame, scored: pd.DataFrame) -> list[dict[
     return records
 
 
+def intervals(examples: list[dict[str, Any]], judged: dict[str, Any]) -> dict[str, Any]:
+    """Each mean of the report with its bootstrap interval: the similarity metrics, top-k match
+    and every judge metric the judge scored, from the examples' values (evalbook.metrics)."""
+    chosen = [m for m in METRICS if m.in_comparison and (m.kind != "judge" or m.name in judged)]
+    settings = {"resamples": BOOTSTRAP.resamples, "seed": BOOTSTRAP.seed, "confidence": BOOTSTRAP.confidence}
+    return {**settings, "method": INTERVAL_METHOD,
+            "metrics": {m.name: mean_interval([m.value(e) for e in examples], **settings) for m in chosen}}
+
+
 def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
                  models: dict[str, str], canonical: pd.DataFrame, scored: pd.DataFrame,
                  load_counts: dict[str, Any], k: int, provenance: dict[str, Any],
@@ -108,6 +122,7 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
                                       for column in names("similarity")},
         "counts": counts,
         "judge_summary": judge["summary"],
+        "intervals": intervals(examples, judge["summary"]["metrics"]),
         "examples": examples,
         "provenance": {**provenance, "percentile_method": PERCENTILE_METHOD},
     }
