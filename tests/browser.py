@@ -135,3 +135,38 @@ def _inspect(browser: Any, html_path: Path) -> dict[str, Any]:
     return {"requests": requests, "non_local_requests": non_local, "images": images,
             "console_errors": console_errors, "title": title, "dialogs": dialogs, "active": active,
             "text": text}
+
+
+_ABOVE = """(height) => {
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    const above = [];
+    while (walker.nextNode()) {
+        const node = walker.currentNode;
+        if (!node.textContent.trim()) continue;
+        const range = document.createRange();
+        range.selectNodeContents(node);
+        const box = range.getBoundingClientRect();
+        if (box.height > 0 && box.top < height) above.push(node.textContent.trim());
+    }
+    return above.join(" ");
+}"""
+_EMPTY_TABLES = """() => Array.from(document.querySelectorAll("table"))
+    .filter((table) => table.querySelectorAll("tbody tr").length === 0)
+    .map((table) => table.outerHTML.slice(0, 120))"""
+
+
+def first_screen(html_path: Path, width: int = 1280, height: int = 900, browser: Any | None = None) -> dict[str, Any]:
+    """What a reader sees of `html_path` on a `width` x `height` screen before scrolling, offline:
+    `above` (the text laid out above `height`), `empty_tables` (the start of every table without
+    a body row) and `text` (the whole page's visible text)."""
+    if browser is None:
+        with offline_browser() as launched:
+            return first_screen(html_path, width, height, launched)
+    context = browser.new_context(offline=True, viewport={"width": width, "height": height})
+    try:
+        page = context.new_page()
+        page.goto(Path(html_path).resolve().as_uri(), wait_until="load")
+        return {"above": page.evaluate(_ABOVE, height), "empty_tables": page.evaluate(_EMPTY_TABLES),
+                "text": page.evaluate("() => document.body.innerText")}
+    finally:
+        context.close()

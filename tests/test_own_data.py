@@ -59,29 +59,42 @@ def test_answers_in_both_files_name_the_flag_that_fixes_it(tmp_path):
         load_evaluation_set(str(examples), str(predictions))
 
 
-def test_a_users_own_csv_runs_with_one_override_and_its_report_carries_the_csv_s_name(tmp_path, monkeypatch,
-                                                                                         capfd):
+ROWS = [("What colour is the sky on a clear day?", "On a clear day the sky looks blue.", "Blue.", "It is blue."),
+        ("How many legs does a spider have?", "Spiders have eight legs.", "Eight.", "A spider has eight legs."),
+        ("Which gas do plants take in?", "Plants take in carbon dioxide.", "Carbon dioxide.", "Oxygen."),
+        ("What is frozen water called?", "Frozen water is ice.", "Ice.", "")]
+
+
+@pytest.fixture(scope="module")
+def own_run(tmp_path_factory):
+    """One run of the default profile on a CSV of the user's own, with one override (the
+    outputs root and an unreachable judge only keep the test apart from the checkout)."""
     import csv
-    import json
 
     from evalbook.__main__ import main
 
-    rows = [("What colour is the sky on a clear day?", "On a clear day the sky looks blue.", "Blue.", "It is blue."),
-            ("How many legs does a spider have?", "Spiders have eight legs.", "Eight.", "A spider has eight legs."),
-            ("Which gas do plants take in?", "Plants take in carbon dioxide.", "Carbon dioxide.", "Oxygen."),
-            ("What is frozen water called?", "Frozen water is ice.", "Ice.", "")]
-    mine = tmp_path / "helpdesk-eval.csv"
+    folder = tmp_path_factory.mktemp("own")
+    mine = folder / "helpdesk-eval.csv"
     with mine.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["question", "context", "answer", "generated_answer"])
-        writer.writerows(rows)
-    outputs = tmp_path / "outputs"
-    monkeypatch.chdir(tmp_path)
-    code = main(["run", "--params", str(DEFAULT_PROFILE), "-p", f"input_path={mine.name}",
-                 "-p", f"outputs_root={outputs}", "-p", "judge.base_url=http://127.0.0.1:1/v1"])
+        writer.writerows(ROWS)
+    outputs = folder / "outputs"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        code = main(["run", "--params", str(DEFAULT_PROFILE), "-p", f"input_path={mine.name}",
+                     "-p", f"outputs_root={outputs}", "-p", "judge.base_url=http://127.0.0.1:1/v1"])
     assert code == 0
-    assert "running over TCP" not in capfd.readouterr().err  # the stage kernels use IPC sockets
     [report_path] = outputs.glob("local/eval-runs/*/*/*/*.json")
+    return folder, report_path
+
+
+def test_a_users_own_csv_runs_with_one_override_and_its_report_carries_the_csv_s_name(own_run):
+    import json
+
+    import nbformat
+
+    _, report_path = own_run
     report = json.loads(report_path.read_text("utf-8"))
     assert report["dataset"] == {"name": "helpdesk-eval", "split": "test", "n_examples": 4}
     assert report["models"]["generator"] == "unknown"
@@ -89,9 +102,31 @@ def test_a_users_own_csv_runs_with_one_override_and_its_report_carries_the_csv_s
     assert report["counts"]["n_examples_without_prediction"] == 0
     assert report["counts"]["n_empty_generated_answers"] == 1
     assert "evalbook-sample" not in report_path.read_text("utf-8")
-    import nbformat
-
     for notebook in sorted(report_path.with_suffix("").glob("0*.ipynb")):
         stderr = [output.get("text", "") for cell in nbformat.read(notebook, 4).cells
                   for output in cell.get("outputs", []) if output.get("name") == "stderr"]
         assert not stderr, f"{notebook.name} stores stderr (progress bars or warnings): {stderr}"
+        kernel_noise = [output.get("text", "") for cell in nbformat.read(notebook, 4).cells
+                        for output in cell.get("outputs", []) if "IPKernelApp" in output.get("text", "")]
+        assert not kernel_noise, f"{notebook.name}: {kernel_noise}"
+
+
+def test_the_no_code_report_opens_with_the_headline_numbers_and_their_intervals(own_run):
+    import json
+
+    from browser import first_screen
+
+    folder, report_path = own_run
+    report = json.loads(report_path.read_text("utf-8"))
+    seen = first_screen(report_path.with_suffix("") / "04_report.noinput.html")
+    f1 = report["intervals"]["metrics"]["bertscore_f1"]
+    cosine = report["intervals"]["metrics"]["sentence_cosine"]
+    for expected in ("helpdesk-eval", "4 examples", "generator unknown", "95% interval", "BERTScore F1",
+                     f"{f1['mean']:.3f}", f"[{f1['low']:.3f}, {f1['high']:.3f}]",
+                     f"{cosine['mean']:.3f}", f"[{cosine['low']:.3f}, {cosine['high']:.3f}]",
+                     "no judge ran", "1 empty answers"):
+        assert expected in seen["above"], (expected, seen["above"][:600])
+    assert "ConnectError" not in seen["above"]
+    assert not seen["empty_tables"], seen["empty_tables"]
+    assert str(folder) not in seen["text"]  # no absolute path
+    assert "{'" not in seen["text"] and '{"' not in seen["text"]  # no raw dict

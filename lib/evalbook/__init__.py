@@ -16,6 +16,7 @@ Stages                  what they compute                                 what t
 - report/               04_report                                         <run_id>.json, figures/
     document              assembles, validates and writes the report
     reader                reads a report (local or S3): a typed view
+    headline              the first screen: means with intervals, pins, counts
     figures, tables       what 04 shows
 - compare/              05_compare: gates, settings, the document,        comparisons/
                         its tables and figure

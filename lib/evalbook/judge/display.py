@@ -13,13 +13,19 @@ SUMMARY_COLUMNS = ("mean", "p10", "p50", "p90", "n_scored", "n_unscored", "thres
                    "prompt_tokens", "completion_tokens", "cost_usd")
 
 
+def plain_reason(reason: str | None) -> str:
+    """Why the judge did not run, in words: the exception's type and errno that follow in
+    parentheses are left to judge.json and the report, which keep the whole reason."""
+    return str(reason or "no reason was recorded").split(" (", 1)[0]
+
+
 def banner(summary: dict[str, Any]) -> str:
     """HTML to put above any judge number: not run, placeholder thresholds, smoke-test notes.
 
     The reason, label and note are escaped by evalbook.escaping; show the banner as HTML."""
     paragraphs = []
     if summary["status"] == "not_run":
-        paragraphs.append(f"<strong>The judge did not run.</strong> {escape_html(summary['reason'])}. "
+        paragraphs.append(f"<strong>The judge did not run.</strong> {escape_html(plain_reason(summary['reason']))}. "
                           "No judge score is reported for this run.")
     else:
         paragraphs.append(f"Judge <code>{escape_html(summary['label'])}</code> judged "

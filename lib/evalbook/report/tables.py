@@ -5,6 +5,7 @@ Text cells are escaped by evalbook.escaping; the HTML holds no external resource
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 import pandas as pd
@@ -120,3 +121,24 @@ def unscored_judgments(report: dict[str, Any]) -> pd.DataFrame:
                              "raw_reply": (entry.get("raw_reply") or "")[:200]})
     frame = pd.DataFrame(rows, columns=list(UNSCORED_COLUMNS))
     return frame.sort_values(["metric", "reason", "id"], kind="mergesort").reset_index(drop=True)
+
+
+def _flat(prefix: str, value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, dict):
+        return [row for key, item in value.items() for row in _flat(f"{prefix}.{key}" if prefix else key, item)]
+    if isinstance(value, list):
+        return [(prefix, ", ".join(str(item) for item in value))]
+    return [(prefix, value)]
+
+
+def provenance_table(report: RunReport | dict[str, Any]) -> pd.DataFrame:
+    """The report's provenance as one row per field (nested fields dotted), for reading.
+
+    A path is shown by its file name: where the run's files lie on one machine says nothing to
+    a reader of the shared page, and the report JSON keeps the whole path."""
+    rows = []
+    for key, value in _flat("", RunReport.of(report).data["provenance"]):
+        if isinstance(value, str) and PurePosixPath(value).is_absolute():
+            value = PurePosixPath(value).name
+        rows.append({"field": key, "value": "—" if value is None else str(value)})
+    return pd.DataFrame(rows, columns=["field", "value"]).set_index("field")

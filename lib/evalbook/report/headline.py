@@ -1,0 +1,94 @@
+"""The first screen of a run's report: how good, on what, how sure.
+
+`headline_html(report)` is one block of HTML: the dataset and its size, the generator, the model
+pins and the judge (or one sentence on why it did not run); each headline metric's mean with its
+95% bootstrap interval and n, and the pass rate of each judged metric; top-k match with its n;
+and the counts of what was missing, empty, cut or unscored. Numbers carry 3 decimals. Every text
+that comes from the data or the profile is escaped by evalbook.escaping.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalbook.escaping import escape_html
+from evalbook.judge.display import plain_reason
+from evalbook.metrics import METRICS, Metric
+from evalbook.report.reader import RunReport
+
+SHA_SHOWN = 12  # characters of a weights sha256 shown; the report holds all 64
+
+
+def number(value: Any) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def interval_text(interval: dict[str, Any] | None) -> str:
+    if not interval or interval.get("low") is None:
+        return "—"
+    return f"[{interval['low']:.3f}, {interval['high']:.3f}]"
+
+
+def judge_sentence(summary: dict[str, Any]) -> str:
+    """The judge in one line: its label, or why it did not run without the exception's detail."""
+    if summary.get("status") == "ran":
+        return f"judged by <code>{escape_html(summary['label'])}</code>"
+    return f"no judge ran: {escape_html(plain_reason(summary.get('reason')))}"
+
+
+def _models_line(data: dict[str, Any]) -> str:
+    models, provenance = data.get("models", {}), data.get("provenance", {})
+    digests = provenance.get("weights_sha256") or {}
+    parts = []
+    for role, shown in (("sentence_transformer", "cosine"), ("bertscore", "BERTScore")):
+        name = models.get(role)
+        if name is None:
+            continue
+        layer = provenance.get("bertscore_num_layers") if role == "bertscore" else None
+        pin = f" layer {layer}" if layer is not None else ""
+        digest = digests.get(role)
+        pin += f", sha256 {escape_html(digest[:SHA_SHOWN])}…" if digest else ""
+        parts.append(f"{shown} <code>{escape_html(name)}</code>{pin}")
+    return "; ".join(parts)
+
+
+def _row(metric: Metric, view: RunReport) -> str | None:
+    interval = (view.data.get("intervals") or {}).get("metrics", {}).get(metric.name)
+    if interval is None:
+        return None
+    summary = metric.summary(view.data) or {}
+    passed = summary.get("pass_rate") if metric.kind == "judge" else None
+    threshold = f" at ≥ {summary['threshold']:g}" if passed is not None else ""
+    label = metric.label + (f" (k = {summary['k']})" if metric.kind == "retrieval" else "")
+    cells = [escape_html(label), number(interval["mean"]), interval_text(interval), str(interval["n"]),
+             "—" if passed is None else f"{number(passed)}{threshold}"]
+    return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
+
+
+def _counts_line(data: dict[str, Any]) -> str:
+    counts = data.get("counts", {})
+    unscored = sum(m.get("n_unscored") or 0 for m in (data.get("judge_summary") or {}).get("metrics", {}).values())
+    shown = [("without an answer", counts.get("n_examples_without_prediction")),
+             ("empty answers", counts.get("n_empty_generated_answers")),
+             ("empty references", counts.get("n_empty_reference_answers")),
+             ("cut at BERTScore's token limit", counts.get("n_truncated_bertscore")),
+             ("cut at the sentence model's limit", counts.get("n_truncated_sentence")),
+             ("unscored judgments", unscored)]
+    return " · ".join(f"{escape_html(str(value))} {text}" for text, value in shown if value is not None)
+
+
+def headline_html(report: RunReport | dict[str, Any]) -> str:
+    """The headline block described in the module docstring, as HTML."""
+    view = RunReport.of(report)
+    data = view.data
+    dataset = data["dataset"]
+    confidence = (data.get("intervals") or {}).get("confidence", 0.95)
+    rows = [row for metric in METRICS if metric.headline and (row := _row(metric, view)) is not None]
+    table = ("<table class='evalbook-headline'><thead><tr><th>metric</th><th>mean</th>"
+             f"<th>{confidence:.0%} interval</th><th>n</th><th>pass rate</th></tr></thead>"
+             f"<tbody>{''.join(rows)}</tbody></table>") if rows else "<p>No metric has a value.</p>"
+    return (f"<div class='evalbook-headline'>"
+            f"<p><strong>{escape_html(dataset['name'])}</strong> ({escape_html(dataset['split'])}), "
+            f"{dataset['n_examples']} examples · generator <code>{escape_html(data['models'].get('generator'))}</code>"
+            f" · {judge_sentence(view.judge_summary)}</p>"
+            f"<p>{_models_line(data)}</p>{table}<p>{_counts_line(data)}</p></div>")
