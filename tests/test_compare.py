@@ -773,3 +773,20 @@ def test_compare_with_a_run_that_cannot_be_found_exits_2_with_one_line(tmp_path,
     assert code == 2, error
     assert error.startswith("evalbook: ") and "0f4a3c2e-no-such-run" in error
     assert "Traceback" not in error
+
+
+def test_the_verdict_leads_with_each_headline_delta_and_warns_on_thin_pairing():
+    from evalbook.compare.tables import pairing_warnings, verdict_html
+
+    doc = full_document()
+    f1 = next(row for row in doc["metrics"] if row["metric"] == "bertscore_f1")
+    html = verdict_html(doc)
+    assert f"<strong>BERTScore F1 fell by {abs(f1['mean_delta']):.3f}</strong>" in html
+    assert f"{f1['n_worse']} of {f1['n']} examples worse" in html
+    assert pairing_warnings(doc) == []
+    apart = compare(make_report({"a": 0.5, "b": 0.6}), make_report({"c": 0.5}, tag="cand"))
+    [warning] = pairing_warnings(apart)
+    assert warning.startswith("the two runs share no example id (baseline 2, candidate 1 examples)")
+    assert "<strong>Warning:</strong> the two runs share no example id" in verdict_html(apart)
+    few = compare(make_report({f"e{i}": 0.5 for i in range(10)}), make_report({"e0": 0.4, "x": 0.1}, tag="cand"))
+    assert pairing_warnings(few)[0].startswith("only 1 examples are paired, of the baseline's 10")

@@ -221,6 +221,23 @@ def test_comparison_page_is_self_contained_and_shows_the_deltas(comparison, brow
     assert "Per-metric deltas" in text and "bertscore_f1: 10 largest regressions" in text
 
 
+def test_the_no_code_comparison_opens_with_the_verdict(comparison, browser):
+    from browser import first_screen
+
+    page = comparison.folder / "05_compare.noinput.html"
+    assert f"05_compare HTML without code: {page}" in comparison.stdout
+    seen = first_screen(page, browser=browser)
+    f1 = next(row for row in comparison.doc["metrics"] if row["metric"] == "bertscore_f1")
+    assert f1["mean_delta"] < 0  # the candidate's answers are cut to half their words
+    verdict = (f"BERTScore F1 fell by {abs(f1['mean_delta']):.3f} [{f1['ci_low']:.3f}, {f1['ci_high']:.3f}] "
+               f"(95% interval); {f1['n_worse']} of {f1['n']} examples worse")
+    assert verdict in seen["above"], seen["above"][:800]
+    assert f"{comparison.doc['pairing']['n_paired']} examples paired by id" in seen["above"]
+    assert "from evalbook" not in seen["text"] and "Warning" not in seen["above"]
+    assert str(comparison.folder.parent) not in seen["text"]  # no absolute path
+    assert not seen["empty_tables"], seen["empty_tables"]
+
+
 # ---------------------------------------------------------------- 5. the candidate's report pages
 
 def test_report_pages_open_offline_with_their_figures(runs, browser):

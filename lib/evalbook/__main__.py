@@ -52,6 +52,8 @@ def _compare(args: argparse.Namespace) -> int:
     print(f"comparison folder: {result.output_dir}")
     if result.html:
         print(f"05_compare HTML: {result.html}")
+    if result.html_noinput:
+        print(f"05_compare HTML without code: {result.html_noinput}")
     print(result.location)
     return 0
 

@@ -183,12 +183,17 @@ def _quote_failure(stage: str, notebook: Path, error: Exception) -> str:
     return "\n".join(lines)
 
 
+# The pages for readers who never open code: each also gets a version without the code cells.
+NO_CODE_PAGES = ("04_report", "05_compare")
+
+
 def render_stage_html(stage: str, notebook: Path) -> dict[str, str]:
-    """Self-contained HTML of an executed notebook; the report also gets a version without code."""
+    """Self-contained HTML of an executed notebook; the report and the comparison also get a
+    version without code (`.noinput.html`)."""
     from evalbook.publish.pages import noinput_path, render_html
 
     rendered = {"html": str(render_html(notebook))}
-    if stage == "04_report":
+    if stage in NO_CODE_PAGES:
         rendered["html_noinput"] = str(render_html(notebook, noinput_path(notebook), exclude_input=True))
     return rendered
 
@@ -491,6 +496,7 @@ class ComparisonRun:
     output_dir: Path
     comparison_path: Path
     html: str | None
+    html_noinput: str | None
     # where the comparison JSON lives for readers: its local path, or its s3:// URL
     location: str = ""
 
@@ -516,6 +522,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     """
     import papermill
 
+    from evalbook.compare.tables import pairing_warnings
     from evalbook.report.reader import ReportUnreadable, read_report
 
     log = log or sys.stderr
@@ -566,10 +573,13 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
             message += f"\nHTML: {render_stage_html(COMPARE_STAGE, output)['html']}"
         write_new(output_dir / "FAILED", (message + "\n").encode("utf-8"))
         raise RunFailed(message) from error
-    html = render_stage_html(COMPARE_STAGE, output)["html"]
+    pages = render_stage_html(COMPARE_STAGE, output)
     if not comparison_path.exists():
         raise RunFailed(f"{COMPARE_STAGE} ran but wrote no comparison at {comparison_path}")
-    result = ComparisonRun(comparison_id, output_dir, comparison_path, html, str(comparison_path))
+    for warning in pairing_warnings(json.loads(comparison_path.read_text("utf-8"))):
+        print(f"[evalbook] warning: {warning}", file=log, flush=True)
+    result = ComparisonRun(comparison_id, output_dir, comparison_path, pages["html"], pages["html_noinput"],
+                           str(comparison_path))
     rebuild_index(local_root, log)
     if remote:
         from evalbook.publish.storage import StorageError, publish_run

@@ -6,16 +6,75 @@ never as Markdown.
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 import pandas as pd
 
 from evalbook.compare.document import ComparisonError
 from evalbook.escaping import escape_html
+from evalbook.metrics import METRICS
+from evalbook.metrics import metric as registered
 from evalbook.report.tables import readable_table, verdict_text
 
 RUN_FIELDS = ("run_id", "location", "timestamp", "dataset", "generator", "sentence_transformer",
               "bertscore", "judge", "k", "params_profile", "git_commit")
+
+
+# Below this share of either run's examples paired, the comparison warns that it speaks for few.
+FEW_PAIRED = 0.5
+
+
+def _shown_location(location: str) -> str:
+    """A report's location for a reader: an s3:// URL whole, a local path by its file name (where
+    it lies on one machine says nothing to a reader of the shared page)."""
+    return location if "://" in location else PurePosixPath(location).name
+
+
+def pairing_warnings(doc: dict[str, Any]) -> list[str]:
+    """What a reader must know before any delta: no or few shared examples, another dataset."""
+    pairing = doc["pairing"]
+    paired = pairing["n_paired"]
+    sizes = {side: paired + pairing[f"n_only_{side}"] for side in ("baseline", "candidate")}
+    warnings = []
+    if paired == 0:
+        warnings.append(f"the two runs share no example id (baseline {sizes['baseline']}, candidate "
+                        f"{sizes['candidate']} examples): nothing is compared")
+    elif any(paired < FEW_PAIRED * size for size in sizes.values()):
+        warnings.append(f"only {paired} examples are paired, of the baseline's {sizes['baseline']} and the "
+                        f"candidate's {sizes['candidate']}: every delta speaks for those {paired} only")
+    base, cand = doc["baseline"]["dataset"], doc["candidate"]["dataset"]
+    if (base.get("name"), base.get("split")) != (cand.get("name"), cand.get("split")):
+        warnings.append(f"the runs come from different datasets: baseline {base.get('name')}/{base.get('split')}, "
+                        f"candidate {cand.get('name')}/{cand.get('split')}")
+    return warnings
+
+
+def _verdict(row: dict[str, Any], confidence: str) -> str:
+    label = registered(row["metric"]).label
+    if not row["compared"]:
+        return f"{escape_html(label)}: not compared ({escape_html(row['reason'] or 'no delta')})."
+    delta, low, high = row["mean_delta"], row["ci_low"], row["ci_high"]
+    moved = "rose" if delta > 0 else "fell" if delta < 0 else "did not move"
+    amount = f" by {abs(delta):.3f}" if delta else ""
+    unclear = " — the interval holds 0: no clear change" if low <= 0 <= high else ""
+    return (f"<strong>{escape_html(label)} {moved}{amount}</strong> [{low:.3f}, {high:.3f}] ({confidence}){unclear}; "
+            f"{row['n_worse']} of {row['n']} examples worse, {row['n_better']} better.")
+
+
+def verdict_html(doc: dict[str, Any]) -> str:
+    """The comparison's first screen, as HTML: any pairing warning, then one line per headline
+    metric (its paired mean delta with the interval, and how many examples got worse), then the
+    paired count."""
+    confidence = f"{doc['parameters']['confidence']:.0%} interval"
+    warnings = "".join(f"<p><strong>Warning:</strong> {escape_html(w)}.</p>" for w in pairing_warnings(doc))
+    headline = {m.name for m in METRICS if m.headline}
+    lines = [_verdict(row, confidence) for row in doc["metrics"] if row["metric"] in headline]
+    items = "".join(f"<li>{line}</li>" for line in lines) or "<li>No metric was compared.</li>"
+    pairing = doc["pairing"]
+    return (f"<div class='evalbook-verdict'>{warnings}<ul>{items}</ul>"
+            f"<p>{pairing['n_paired']} examples paired by id ({pairing['n_only_baseline']} only in the "
+            f"baseline, {pairing['n_only_candidate']} only in the candidate).</p></div>")
 
 
 def runs_frame(doc: dict[str, Any]) -> pd.DataFrame:
@@ -23,7 +82,7 @@ def runs_frame(doc: dict[str, Any]) -> pd.DataFrame:
     def column(run: dict[str, Any]) -> list[Any]:
         dataset, profile = run["dataset"], run["params_profile"]
         judge = run["judge_label"] if run["judge_status"] == "ran" else f"({run['judge_status']})"
-        return [run["run_id"], run["location"], run["timestamp"], f"{dataset['name']}/{dataset['split']}",
+        return [run["run_id"], _shown_location(run["location"]), run["timestamp"], f"{dataset['name']}/{dataset['split']}",
                 run["models"]["generator"], run["models"]["sentence_transformer"], run["models"]["bertscore"],
                 judge, run["k"], f"{profile['name']} v{profile['version']}", run["git_commit"]]
 
