@@ -46,7 +46,7 @@ def _report(run_id: str, dataset_name: str, f1: float | None, judge: dict | None
 
 def _run(root: Path, env: str, run_id: str, started: datetime, status: str | None,
          report: str | dict | None = None, files: tuple[str, ...] = (), failure: str | None = None,
-         stages: list | None = None) -> Path:
+         stages: list | None = None, overrides: dict | None = None) -> Path:
     run_dir = _day(root, env, started) / run_id
     run_dir.mkdir(parents=True)
     for name in files:
@@ -58,6 +58,8 @@ def _run(root: Path, env: str, run_id: str, started: datetime, status: str | Non
         return run_dir
     summary = {"run_id": run_id, "status": status, "started_at": started.isoformat(),
                "finished_at": started.isoformat(), "stages": stages or []}
+    if overrides is not None:
+        summary["params_profile"] = {"name": "default", "version": 1, "overrides": overrides}
     (run_dir / "run.json").write_text(json.dumps(summary))
     if failure is not None:
         (run_dir / "FAILED").write_text(failure)
@@ -158,10 +160,11 @@ def test_index_shows_every_run_with_its_values(outputs):
     assert judged[3] == f"{HOSTILE_NAME}validation · n=4"
     assert judged[4] == "sentence st-modelBERTScore bert-model (layer 6)generator gen-model"
     assert judged[5] == "judge-0123456789abcdef"
+    assert judged[6] == MISSING  # its run.json records no overrides
     # BERTScore F1, sentence cosine, top-k (k), judge groundedness, judge relevance
-    assert judged[6:11] == ["0.812", "0.250", "0.500k=5", "0.875", MISSING]
-    assert old[5] == MISSING and old[6:11] == [MISSING, "0.250", MISSING, MISSING, MISSING]
-    assert running[3:11] == [MISSING] * 8
+    assert judged[7:12] == ["0.812", "0.250", "0.500k=5", "0.875", MISSING]
+    assert old[5] == MISSING and old[7:12] == [MISSING, "0.250", MISSING, MISSING, MISSING]
+    assert running[3:12] == [MISSING] * 9
 
 
 def test_index_escapes_data_and_never_says_nan(outputs):
@@ -312,3 +315,30 @@ def test_an_interrupted_run_shows_its_reason(tmp_path):
     (row,) = collect_runs(tmp_path)
     assert row["status"] == "interrupted" and row["reason"] == "interrupted by SIGTERM during 02_score"
     assert 'class="status interrupted"' in build_index(tmp_path).read_text()
+
+
+def test_the_report_link_opens_the_no_code_page_and_each_run_shows_its_overrides(tmp_path):
+    run_id = "77777777-7777-4777-8777-777777777777"
+    overrides = {"predictions_path": "/home/me/evalbook/data/sample/predictions-truncated.jsonl", "limit": 5,
+                 "judge.base_url": "http://127.0.0.1:1/v1"}
+    _run(tmp_path, "local", run_id, at(10), "succeeded", _report(run_id, "set", 0.5, None),
+         files=("04_report.html", "04_report.noinput.html", "04_report.ipynb"), overrides=overrides)
+    _run(tmp_path, "local", OLD_SCHEMA, at(9), "succeeded", _report(OLD_SCHEMA, "set", 0.4, None),
+         overrides={})
+    text = build_index(tmp_path).read_text("utf-8")
+    folder = f"local/eval-runs/2026/11/29/{run_id}"
+    assert f'<a href="{folder}/04_report.noinput.html">report</a>' in text
+    assert f'<a href="{folder}/04_report.html">report with code</a>' in text
+    assert "predictions_path=predictions-truncated.jsonl" in text and "limit=5" in text
+    assert "judge.base_url=http://127.0.0.1:1/v1" in text and "/home/me" not in text
+    assert "no overrides" in text
+
+
+def test_the_index_fits_a_1280_pixel_screen(outputs):
+    from browser import offline_browser
+
+    index = build_index(outputs)
+    with offline_browser() as browser:
+        page = browser.new_context(offline=True, viewport={"width": 1280, "height": 900}).new_page()
+        page.goto(index.resolve().as_uri(), wait_until="load")
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280

@@ -156,8 +156,8 @@ def _report_fields(report: dict[str, Any]) -> dict[str, Any]:
 def _links(run_dir: Path, report_file: Path, summary: dict[str, Any] | None) -> dict[str, Path]:
     """The run's files worth opening, by label; only files that exist."""
     report_notebook = run_dir / REPORT_NOTEBOOK
-    candidates = {"report": report_notebook.with_suffix(".html"),
-                  "report, no code": noinput_path(report_notebook),
+    candidates = {"report": noinput_path(report_notebook),
+                  "report with code": report_notebook.with_suffix(".html"),
                   "JSON": report_file,
                   "run.json": run_dir / "run.json"}
     for stage in (summary or {}).get("stages") or []:
@@ -172,12 +172,14 @@ def _run_row(run_dir: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"run_id": run_dir.name, "env": run_env(run_dir), "run_dir": run_dir,
                            "started_at": None, "status": RUNNING_OR_CRASHED, "reason": None,
                            "report": None, "dataset": {}, "models": {}, "judge_label": None,
-                           "k": None, "metrics": {}}
+                           "k": None, "metrics": {}, "overrides": None}
     summary, problem = None, None
     if (run_dir / "run.json").is_file():
         summary, problem = _read_json(run_dir / "run.json", "run.json")
     if summary is not None:
         row["started_at"] = _utc(summary.get("started_at"))
+        overrides = _field(summary, "params_profile", "overrides")
+        row["overrides"] = overrides if isinstance(overrides, dict) else None
         if not summary.get("status"):
             row.update(status=UNREADABLE, reason="run.json: no status")
         else:
@@ -266,6 +268,20 @@ def _models_cell(models: dict[str, Any]) -> str:
             f'<div><span class="key">generator</span> {_text(models.get("generator"))}</div>')
 
 
+def _overrides_cell(overrides: dict[str, Any] | None) -> str:
+    """What the run changed from its profile, one `key=value` a line: what tells runs apart. A
+    local path is shown by its file name (an absolute path says nothing to the page's reader)."""
+    if overrides is None:
+        return MISSING
+    if not overrides:
+        return '<span class="sub">no overrides</span>'
+    lines = []
+    for key, value in overrides.items():
+        shown = Path(value).name if isinstance(value, str) and Path(value).is_absolute() else value
+        lines.append(f"<div>{escape_html(key)}={_text(shown)}</div>")
+    return "".join(lines)
+
+
 def _judge_cell(label: Any) -> str:
     text = _text(label)
     return text if text == MISSING else f'<span class="mono">{text}</span>'
@@ -294,6 +310,7 @@ def _row_html(row: dict[str, Any], judge_metrics: list[str], page_dir: Path) -> 
         f'<td class="dataset">{_dataset_cell(row["dataset"])}</td>',
         f'<td class="models">{_models_cell(row["models"])}</td>',
         f'<td class="judge">{_judge_cell(row["judge_label"])}</td>',
+        f'<td class="overrides mono">{_overrides_cell(row["overrides"])}</td>',
         *(f'<td class="num">{value}</td>' for value in numbers),
         f'<td class="links">{links}</td>',
     ]
@@ -306,22 +323,24 @@ _CSS = """
 @media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --muted: #8d96a0; --line: #30363d;
   --head: #161b22; --stripe: #0d1117; --ok: #3fb950; --bad: #f85149; --warn: #d29922; } }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg);
-  margin: 2rem; }
+  margin: 1rem; }
 h1 { font-size: 1.5rem; margin: 0 0 .25rem; }
 p.summary { color: var(--muted); margin: 0 0 1.25rem; }
 table { border-collapse: collapse; width: 100%; }
 th, td { border-bottom: 1px solid var(--line); padding: .5rem .6rem; text-align: left;
   vertical-align: top; }
-th { background: var(--head); position: sticky; top: 0; font-weight: 600; white-space: nowrap; }
+th { background: var(--head); position: sticky; top: 0; font-weight: 600; }
 tbody tr:nth-child(even) { background: var(--stripe); }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.when { white-space: nowrap; font-variant-numeric: tabular-nums; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
+td.when { font-variant-numeric: tabular-nums; max-width: 10rem; }
+td.when .sub { overflow-wrap: anywhere; }
 .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .85em; }
 .sub, .reason, .key { color: var(--muted); font-size: .85em; }
-.reason { max-width: 22rem; overflow-wrap: anywhere; }
-.models div, td.judge, td.dataset { white-space: nowrap; }
+.reason { max-width: 12rem; overflow-wrap: anywhere; }
+td.models, td.dataset, td.judge, td.overrides { max-width: 15rem; overflow-wrap: anywhere; }
 .status { font-weight: 600; white-space: nowrap; }
-td.state { min-width: 14rem; }
+td.state { min-width: 8rem; }
 .status.succeeded { color: var(--ok); }
 .status.failed, .status.unreadable, .status.interrupted, .status.crashed { color: var(--bad); }
 .status.running-or-crashed, .status.running { color: var(--warn); }
@@ -419,7 +438,7 @@ def render_index(rows: list[dict[str, Any]], page_dir: Path,
     """The index page for `rows` (from collect_runs) and `comparisons` (from collect_comparisons),
     with links relative to `page_dir`."""
     judge_metrics = _judge_metric_names(rows)
-    headers = ["Started (UTC)", "Env", "Status", "Dataset", "Models", "Judge"]
+    headers = ["Started (UTC)", "Env", "Status", "Dataset", "Models", "Judge", "Overrides"]
     labels = [*(registered(name).label for name in RUN_COLUMNS),
               *(f"judge {registered(name).label}" for name in judge_metrics)]
     numeric = [label[:1].upper() + label[1:] for label in labels]
