@@ -22,6 +22,7 @@ import hostile  # noqa: E402
 
 from evalbook.report import figures  # noqa: E402
 from evalbook.compare.figures import DELTA_COLUMNS, delta_figure  # noqa: E402
+from evalbook.judge.display import verdict_text  # noqa: E402
 from evalbook.metrics import metric  # noqa: E402
 from evalbook.report.figures import (  # noqa: E402
     f1_vs_cosine,
@@ -35,7 +36,6 @@ from evalbook.report.figures import (  # noqa: E402
 )
 from evalbook.report.tables import (  # noqa: E402
     unscored_judgments,
-    verdict_text,
     worst_example_metrics,
     worst_examples,
     worst_examples_frame,

@@ -128,8 +128,9 @@ def pages_written(outputs: Outputs) -> dict[Path, list[str]]:
         # pandas cuts long cells in its own tables; these pages must still show the ids' start
         for page in ("01_load.html", "02_score.html"):
             expected[run.run_dir / page] = [hostile.SCRIPT]
-    expected[Path(outputs.comparison.html)] = [f"only-baseline {SHOWN}", f"only-candidate {SHOWN}",
-                                               f"1 {SHOWN}", f"dataset {SHOWN}"]
+    for page in (outputs.comparison.html, outputs.comparison.html_noinput):
+        expected[Path(page)] = [f"only-baseline {SHOWN}", f"only-candidate {SHOWN}", f"1 {SHOWN}",
+                                f"dataset {SHOWN}"]
     expected[outputs.index] = [f"dataset {SHOWN}", f"generator {SHOWN}"]
     return expected
 

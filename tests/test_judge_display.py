@@ -98,3 +98,19 @@ def test_the_unscored_table_gives_every_unscored_judgment_with_its_reason_and_th
         {"id": "d", "metric": "relevance", "reason": "judge call failed: timeout", "raw_reply": ""}]
     assert list(unscored_table({"b": {"status": "not_eligible"}}).columns) == ["id", "metric", "reason",
                                                                                "raw_reply"]
+
+
+def test_each_judged_answer_shows_its_ground_truth_and_what_the_judge_said():
+    from evalbook.judge.display import answers_table
+
+    canonical = pd.DataFrame({"id": list(RECORDS), "generated_answer": [f"answer {i}" for i in RECORDS],
+                              "context": [f"context {i}" for i in RECORDS]})
+    table = answers_table(RECORDS, canonical, "context")
+    judged = [i for i, record in RECORDS.items() if record.get("status") == "judged"]
+    assert table["id"].tolist() == judged
+    first = table.iloc[0]
+    assert first["answer"] == f"answer {judged[0]}" and first["ground truth"] == f"context {judged[0]}"
+    entry = RECORDS[judged[0]]["groundedness"]
+    expected_score = "unscored" if entry["score"] is None else f"{entry['score']:.3f}"
+    assert first["groundedness"].splitlines()[0] == expected_score
+    assert answers_table({}, canonical, "context").empty

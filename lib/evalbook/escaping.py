@@ -64,3 +64,13 @@ def escaped_table(frame: pd.DataFrame, caption: str | None = None, precision: in
               .format_index(cell, axis="index", na_rep=MISSING)
               .format_index(cell, axis="columns", na_rep=MISSING))
     return styler if caption is None else styler.set_caption(escape_html(caption))
+
+
+def readable_table(frame: pd.DataFrame, caption: str) -> Styler:
+    """A table of examples styled for reading: full text wrapped (never cut short), escaped by
+    evalbook.escaping, numbers to 3 decimals, missing values as an em dash."""
+    return (escaped_table(frame, caption).hide(axis="index")
+            .set_table_styles([
+                {"selector": "td", "props": "white-space: pre-wrap; max-width: 32em; "
+                                            "vertical-align: top; text-align: left;"},
+                {"selector": "th", "props": "text-align: left;"}]))

@@ -12,10 +12,10 @@ from typing import Any
 import pandas as pd
 
 from evalbook.compare.document import ComparisonError
-from evalbook.escaping import escape_html
+from evalbook.escaping import escape_html, readable_table
+from evalbook.judge.display import verdict_text
 from evalbook.metrics import METRICS
 from evalbook.metrics import metric as registered
-from evalbook.report.tables import readable_table, verdict_text
 
 RUN_FIELDS = ("run_id", "location", "timestamp", "dataset", "generator", "sentence_transformer",
               "bertscore", "judge", "k", "params_profile", "git_commit")

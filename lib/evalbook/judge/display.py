@@ -74,3 +74,51 @@ def unscored_table(records: dict[str, dict[str, Any]]) -> pd.DataFrame:
                 rows.append({"id": example_id, "metric": metric, "reason": entry["unscored_reason"],
                              "raw_reply": raw[:200]})
     return pd.DataFrame(rows, columns=["id", "metric", "reason", "raw_reply"])
+
+
+# ---------------------------------------------------------------- the one rendering of a verdict
+
+MARKS = {True: "✓", False: "✗"}  # 1 and 0 hash like True and False; anything else shows as ?
+QUESTION_MARK = "→"  # a question the judge wrote for relevance: no verdict of its own
+
+
+def _verdict_line(verdict: Any, text: Any, why: Any) -> str:
+    return f"{MARKS.get(verdict, '?')} {text}" + (f" — {why}" if why else "")
+
+
+def verdict_text(record: dict[str, Any] | None) -> str:
+    """A judge's record on one metric as lines: each statement or criterion with its verdict
+    (✓, ✗, ? when unreadable) and reason, each generated question, and why it is unscored.
+
+    Read from the record's own keys (statements, criteria, generated_questions), so every judge
+    metric, in a run's tables and in a comparison's, renders the same way. None gives "".
+    """
+    if record is None:
+        return ""
+    lines = [_verdict_line(s.get("verdict"), s.get("statement", ""), s.get("justification"))
+             for s in record.get("statements") or []]
+    lines += [_verdict_line(c.get("met"), c.get("criterion", ""), c.get("rationale"))
+              for c in record.get("criteria") or []]
+    lines += [f"{QUESTION_MARK} {question}" for question in record.get("generated_questions") or []]
+    if record.get("unscored_reason"):
+        lines.append(f"unscored: {record['unscored_reason']}")
+    return "\n".join(lines)
+
+
+def answers_table(records: dict[str, dict[str, Any]], canonical: pd.DataFrame,
+                  ground_truth_column: str) -> pd.DataFrame:
+    """Each judged answer with the ground truth it was judged against and, per judged metric,
+    its score and what the judge said (verdict_text), so that a reader can check the judge."""
+    rows = canonical.set_index("id", drop=False)
+    table = []
+    for example_id, record in records.items():
+        if record.get("status") != "judged":
+            continue
+        row = {"id": example_id, "answer": rows.at[example_id, "generated_answer"],
+               "ground truth": rows.at[example_id, ground_truth_column]}
+        for metric, entry in record.items():
+            if isinstance(entry, dict):
+                score = "unscored" if entry.get("score") is None else f"{entry['score']:.3f}"
+                row[metric] = f"{score}\n{verdict_text(entry)}".strip()
+        table.append(row)
+    return pd.DataFrame(table)

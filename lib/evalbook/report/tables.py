@@ -1,4 +1,4 @@
-"""Tables of a run's report for reading, and the one rendering of a judge's verdicts.
+"""Tables of a run's report for reading.
 
 Text cells are escaped by evalbook.escaping; the HTML holds no external resource.
 """
@@ -11,40 +11,14 @@ from typing import Any
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from evalbook.escaping import escaped_table
+from evalbook.escaping import escaped_table, readable_table
+from evalbook.judge.display import verdict_text
 from evalbook.metrics import metric as registered
 from evalbook.metrics import METRICS, names
 from evalbook.report.reader import RunReport, judge_entry
 
 TEXT_COLUMNS = ("question", "reference_answer", "generated_answer")
 UNSCORED_COLUMNS = ("id", "metric", "reason", "raw_reply")
-MARKS = {True: "✓", False: "✗"}  # 1 and 0 hash like True and False; anything else shows as ?
-QUESTION_MARK = "→"  # a question the judge wrote for relevance: no verdict of its own
-
-
-def _verdict_line(verdict: Any, text: Any, why: Any) -> str:
-    return f"{MARKS.get(verdict, '?')} {text}" + (f" — {why}" if why else "")
-
-
-def verdict_text(record: dict[str, Any] | None) -> str:
-    """A judge's record on one metric as lines: each statement or criterion with its verdict
-    (✓, ✗, ? when unreadable) and reason, each generated question, and why it is unscored.
-
-    Read from the record's own keys (statements, criteria, generated_questions), so every judge
-    metric, in a run's tables and in a comparison's, renders the same way. None gives "".
-    """
-    if record is None:
-        return ""
-    lines = [_verdict_line(s.get("verdict"), s.get("statement", ""), s.get("justification"))
-             for s in record.get("statements") or []]
-    lines += [_verdict_line(c.get("met"), c.get("criterion", ""), c.get("rationale"))
-              for c in record.get("criteria") or []]
-    lines += [f"{QUESTION_MARK} {question}" for question in record.get("generated_questions") or []]
-    if record.get("unscored_reason"):
-        lines.append(f"unscored: {record['unscored_reason']}")
-    return "\n".join(lines)
-
-
 def worst_example_metrics(report: RunReport | dict[str, Any]) -> list[str]:
     """The metrics whose worst examples a reader looks at: the headline similarity metrics, and
     each judge metric with at least one scored answer, in the registry's order."""
@@ -77,16 +51,6 @@ def worst_examples_frame(report: dict[str, Any], metric: str, n: int = 5) -> pd.
         rows.append(row)
     frame = pd.DataFrame(rows, columns=columns).astype({metric: "float64"})
     return frame.sort_values([metric, "id"], kind="mergesort").head(n).reset_index(drop=True)
-
-
-def readable_table(frame: pd.DataFrame, caption: str) -> Styler:
-    """A table of examples styled for reading: full text wrapped (never cut short), escaped by
-    evalbook.escaping, numbers to 3 decimals, missing values as an em dash."""
-    return (escaped_table(frame, caption).hide(axis="index")
-            .set_table_styles([
-                {"selector": "td", "props": "white-space: pre-wrap; max-width: 32em; "
-                                            "vertical-align: top; text-align: left;"},
-                {"selector": "th", "props": "text-align: left;"}]))
 
 
 def worst_examples(report: dict[str, Any], metric: str, n: int = 5) -> Styler:
