@@ -542,7 +542,7 @@ def test_parameters_are_recorded_and_checked():
     assert doc["parameters"] == {"resamples": 300, "seed": 7, "confidence": 0.9, "tolerance": 1e-6,
                                  "n_regressions": 3, "ci_method": CI_METHOD, "quantile_method": "linear"}
     assert doc["created_at"] == "2026-12-01T09:30:00Z"
-    assert doc["kind"] == "compare" and doc["schema_version"] == "1.1"
+    assert doc["kind"] == "compare" and doc["schema_version"] == "1.2"
     assert doc["baseline"]["location"] == "baseline.json"
     assert doc["candidate"]["models"]["generator"] == "cand-generator"
     with pytest.raises(ComparisonError, match="confidence"):
@@ -584,7 +584,7 @@ def test_a_built_document_matches_the_schema_and_holds_no_nan():
     (lambda d: d["metrics"][0].update(mean_delta=None),
      r"metrics/0/mean_delta: None is not of type 'number'"),
     (lambda d: d["gates"]["judge"].update(extra=1), "gates/judge: Additional properties are not allowed"),
-    (lambda d: d.update(schema_version="2.0"), "schema_version: '1.1' was expected"),
+    (lambda d: d.update(schema_version="2.0"), "schema_version: '1.2' was expected"),
 ])
 def test_a_broken_document_fails_naming_the_violation(breakage, expected):
     doc = full_document()
@@ -790,3 +790,19 @@ def test_the_verdict_leads_with_each_headline_delta_and_warns_on_thin_pairing():
     assert "<strong>Warning:</strong> the two runs share no example id" in verdict_html(apart)
     few = compare(make_report({f"e{i}": 0.5 for i in range(10)}), make_report({"e0": 0.4, "x": 0.1}, tag="cand"))
     assert pairing_warnings(few)[0].startswith("only 1 examples are paired, of the baseline's 10")
+
+
+def test_the_verdict_says_what_changed_between_the_runs():
+    from evalbook.compare.tables import changes, verdict_html
+
+    baseline, candidate = make_report({"a": 0.5}), make_report({"a": 0.4}, tag="cand")
+    for report, overrides in ((baseline, {"limit": 5}),
+                              (candidate, {"limit": 5, "predictions_path": "/home/me/p-truncated.jsonl"})):
+        report["provenance"]["params_profile"] = {"name": "default", "version": 1, "overrides": overrides}
+    doc = compare(baseline, candidate)
+    assert doc["candidate"]["params_profile"]["overrides"]["predictions_path"] == "/home/me/p-truncated.jsonl"
+    assert changes(doc) == ["-p predictions_path: not set → p-truncated.jsonl",
+                            "generator: base-generator → cand-generator"]
+    assert "<strong>What changed:</strong> -p predictions_path: not set → p-truncated.jsonl" in verdict_html(doc)
+    same = compare(make_report({"a": 0.5}), make_report({"a": 0.5}))
+    assert changes(same) == [] and "are the same" in verdict_html(same)

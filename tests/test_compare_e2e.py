@@ -233,6 +233,7 @@ def test_the_no_code_comparison_opens_with_the_verdict(comparison, browser):
                f"(95% interval); {f1['n_worse']} of {f1['n']} examples worse")
     assert verdict in seen["above"], seen["above"][:800]
     assert f"{comparison.doc['pairing']['n_paired']} examples paired by id" in seen["above"]
+    assert "What changed: -p predictions_path: " in seen["above"] and "predictions-truncated.jsonl" in seen["above"]
     assert "from evalbook" not in seen["text"] and "Warning" not in seen["above"]
     assert str(comparison.folder.parent) not in seen["text"]  # no absolute path
     assert not seen["empty_tables"], seen["empty_tables"]

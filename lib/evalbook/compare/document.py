@@ -32,7 +32,7 @@ from evalbook.stats import (PERCENTILE_METHOD, PairedValues, bootstrap_mean_ci, 
 from evalbook.validation import COMPARISON_SCHEMA, mismatch
 
 KIND = "compare"
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 # The comparison's name for each kind of metric (its `family`).
 FAMILIES = {"similarity": "embedding", "retrieval": "retrieval", "judge": "judge"}
 # Parts of a judge metric record that are not its verdicts.
@@ -159,7 +159,8 @@ def run_summary(report: dict[str, Any], location: str) -> dict[str, Any]:
         "models": {key: report["models"].get(key) for key in ("generator", *EMBEDDING_ROLES)},
         "judge_label": label, "judge_status": status, "k": report["retrieval_summary"]["k"],
         "git_commit": provenance.get("git_commit"), "params_hash": provenance.get("params_hash"),
-        "params_profile": {"name": profile.get("name"), "version": profile.get("version")},
+        "params_profile": {"name": profile.get("name"), "version": profile.get("version"),
+                           "overrides": profile.get("overrides")},
         "scoring_device": scoring_device(report),
     }
 

@@ -50,6 +50,35 @@ def pairing_warnings(doc: dict[str, Any]) -> list[str]:
     return warnings
 
 
+def _shown_value(value: Any) -> str:
+    if value is None:
+        return "not set"
+    if isinstance(value, str) and PurePosixPath(value).is_absolute():
+        return PurePosixPath(value).name
+    return str(value)
+
+
+def changes(doc: dict[str, Any]) -> list[str]:
+    """What differs between the two runs, as plain lines: each override set to another value
+    (paths by file name), each model pin that differs, and the generator and the judge."""
+    base, cand = doc["baseline"], doc["candidate"]
+    lines = []
+    b_over = base["params_profile"].get("overrides") or {}
+    c_over = cand["params_profile"].get("overrides") or {}
+    for key in dict.fromkeys([*b_over, *c_over]):
+        if b_over.get(key) != c_over.get(key):
+            lines.append(f"-p {key}: {_shown_value(b_over.get(key))} → {_shown_value(c_over.get(key))}")
+    for pin in doc["gates"]["embedding"]["differing_pins"]:
+        lines.append(f"{pin['pin']}: {_shown_value(pin['baseline'])} → {_shown_value(pin['candidate'])}")
+    for what, key in (("generator", "generator"),):
+        if base["models"].get(key) != cand["models"].get(key):
+            lines.append(f"{what}: {base['models'].get(key)} → {cand['models'].get(key)}")
+    if base["judge_label"] != cand["judge_label"]:
+        lines.append(f"judge: {base['judge_label'] or base['judge_status']} → "
+                     f"{cand['judge_label'] or cand['judge_status']}")
+    return lines
+
+
 def _verdict(row: dict[str, Any], confidence: str) -> str:
     label = registered(row["metric"]).label
     if not row["compared"]:
@@ -65,14 +94,17 @@ def _verdict(row: dict[str, Any], confidence: str) -> str:
 def verdict_html(doc: dict[str, Any]) -> str:
     """The comparison's first screen, as HTML: any pairing warning, then one line per headline
     metric (its paired mean delta with the interval, and how many examples got worse), then the
-    paired count."""
+    paired count, after what changed between the runs (`changes`)."""
     confidence = f"{doc['parameters']['confidence']:.0%} interval"
     warnings = "".join(f"<p><strong>Warning:</strong> {escape_html(w)}.</p>" for w in pairing_warnings(doc))
     headline = {m.name for m in METRICS if m.headline}
     lines = [_verdict(row, confidence) for row in doc["metrics"] if row["metric"] in headline]
     items = "".join(f"<li>{line}</li>" for line in lines) or "<li>No metric was compared.</li>"
     pairing = doc["pairing"]
-    return (f"<div class='evalbook-verdict'>{warnings}<ul>{items}</ul>"
+    changed = changes(doc)
+    what = ("<p><strong>What changed:</strong> " + "; ".join(escape_html(line) for line in changed) + ".</p>"
+            if changed else "<p>The runs' overrides, model pins, generator and judge are the same.</p>")
+    return (f"<div class='evalbook-verdict'>{warnings}<ul>{items}</ul>{what}"
             f"<p>{pairing['n_paired']} examples paired by id ({pairing['n_only_baseline']} only in the "
             f"baseline, {pairing['n_only_candidate']} only in the candidate).</p></div>")
 
