@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_judge  # noqa: E402
+import bench_run  # noqa: E402
 import bench_scoring  # noqa: E402
 from benchlib import perturb, synthetic_texts  # noqa: E402
 from standin_server import StandinServer, spawn_standin  # noqa: E402
@@ -191,3 +192,17 @@ def test_perturb_and_synthetic_texts_are_seeded():
     assert texts == synthetic_texts(20, VOCABULARY, seed=3) and len(set(texts)) == 20
     assert all(20 <= len(t.split()) <= 50 and set(t.lower().replace(".", "").split()) <= set(VOCABULARY)
                for t in texts)
+
+
+def test_the_run_benchmark_reports_the_ratio_to_its_floor_against_the_target():
+    assert bench_run.summarize(10.0, 24.0) == {"floor_seconds": 10.0, "warm_run_seconds": 24.0, "ratio": 2.4,
+                                               "target_ratio": 2.5, "meets_target": True}
+    assert bench_run.summarize(10.0, 26.0)["meets_target"] is False
+
+
+def test_the_run_benchmark_floor_scores_the_32_sample_pairs():
+    import subprocess
+
+    floor = bench_run.FLOOR.format(profile=str(ROOT / "params" / "default.yaml"))
+    result = subprocess.run([sys.executable, "-c", floor], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
