@@ -130,3 +130,24 @@ def test_the_no_code_report_opens_with_the_headline_numbers_and_their_intervals(
     assert not seen["empty_tables"], seen["empty_tables"]
     assert str(folder) not in seen["text"]  # no absolute path
     assert "{'" not in seen["text"] and '{"' not in seen["text"]  # no raw dict
+
+
+def test_the_generator_comes_from_a_generator_column_when_the_profile_names_none(tmp_path):
+    from evalbook.pipeline import generator_of
+
+    examples = tmp_path / "mine.jsonl"
+    examples.write_text("".join(
+        f'{{"id": "{i}", "question": "q{i}", "context": "c", "answer": "a", "generated_answer": "g", '
+        f'"generator": "{name}"}}\n' for i, name in enumerate(["rag-v3", "rag-v3", "rag-v4"])))
+    result = load_evaluation_set(str(examples), None)
+    assert result.generators == ["rag-v3", "rag-v4"]
+    profile = load_profile(DEFAULT_PROFILE, {"input_path": str(examples)})
+    assert generator_of(profile, {"generators": result.generators}) == "rag-v3, rag-v4"
+    assert generator_of(profile, {"generators": []}) == "unknown"
+    named = load_profile(DEFAULT_PROFILE, {"input_path": str(examples), "generator": "prod"})
+    assert generator_of(named, {"generators": result.generators}) == "prod"
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text('{"id": "0", "generated_answer": "g", "generator": "from-predictions"}\n')
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"id": "0", "question": "q", "context": "c", "answer": "a"}\n')
+    assert load_evaluation_set(str(plain), str(predictions)).generators == ["from-predictions"]

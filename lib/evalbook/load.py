@@ -38,7 +38,8 @@ EXAMPLE_TEXT_COLUMNS = ("question", "context", "answer")
 LIST_COLUMNS = ("retrieved_ids", "retrieved_contexts")
 OPTIONAL_TEXT_COLUMNS = ("gold_id", "source")
 CONVERSATION = "conversation"  # optional multi-turn transcript: [{"role": ..., "content": ...}, ...]
-PREDICTION_COLUMNS = (*LIST_COLUMNS, "source", CONVERSATION)
+GENERATOR = "generator"  # optional: the system that wrote the row's answer, for the report
+PREDICTION_COLUMNS = (*LIST_COLUMNS, "source", CONVERSATION, GENERATOR)
 SHOWN_ROWS = 10
 # surrogateescape decodes each byte that is not UTF-8 to one of these lone surrogates
 UNDECODABLE = re.compile("[\udc80-\udcff]")
@@ -91,6 +92,8 @@ class LoadResult:
     sources: dict[str, str] = field(default_factory=dict)
     # hints and warnings about input that loaded but is partly unusable, in plain sentences
     warnings: list[str] = field(default_factory=list)
+    # the distinct values of a `generator` column of the scored rows, if the data has one
+    generators: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- reading files
@@ -656,6 +659,7 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
         joined, unmatched = _join(examples, predictions, input_path, predictions_path)
     kept = _sample(joined, input_path, limit, seed)
     table = _canonical(kept)
+    generators = sorted({str(g) for g in _column_or_null(kept, GENERATOR) if g is not None})
     without = table.loc[~table["has_prediction"], "id"].tolist()
     near_misses = _near_misses(unmatched, examples["id"].tolist())
     has_ids, has_gold = table["retrieved_ids"].notna(), table["gold_id"].notna()
@@ -678,7 +682,7 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
                       examples_without_prediction=without, skipped_incomplete_rows=skipped_rows,
                       sources={"input_path": input_path, "predictions_path": predictions_path},
                       warnings=_near_miss_warning(unmatched, near_misses)
-                      + _retrieval_warnings(table, input_path))
+                      + _retrieval_warnings(table, input_path), generators=generators)
 
 
 def _column_or_null(frame: pd.DataFrame, column: str) -> list[Any]:

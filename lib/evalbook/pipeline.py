@@ -132,6 +132,7 @@ def run_load(ctx: StageContext) -> load_module.LoadResult:
         "skipped_incomplete_rows": result.skipped_incomplete_rows,
         "warnings": result.warnings,
         "sources": result.sources,
+        "generators": result.generators,
     })
     return result
 
@@ -270,6 +271,12 @@ HUB_DATASETS = "hf://datasets/"
 UNKNOWN_GENERATOR = "unknown"
 
 
+def generator_of(profile: Profile, loaded: dict[str, Any]) -> str:
+    """The system whose answers are scored: the profile's `generator`, else the values of the
+    data's `generator` column (joined when several), else "unknown"."""
+    return profile["generator"] or ", ".join(loaded.get("generators") or []) or UNKNOWN_GENERATOR
+
+
 def dataset_label(profile: Profile) -> dict[str, str]:
     """The dataset's name and split for the report: the profile's name, else the hub id
     (`owner/name`) of an hf:// input, else the input file's stem."""
@@ -324,7 +331,7 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
     return build_report(
         run_id=ctx.run_id, timestamp=datetime.now(timezone.utc),
         dataset=dataset_label(ctx.profile),
-        models={"generator": ctx.profile["generator"] or UNKNOWN_GENERATOR,
+        models={"generator": generator_of(ctx.profile, loaded),
                 "bertscore": scoring["bertscore_model"],
                 "sentence_transformer": scoring["sentence_transformer_model"]},
         canonical=canonical, scored=scored, load_counts=counts,
