@@ -338,3 +338,16 @@ def test_compare_notebook_runs_alone_with_its_defaults_and_reruns(runs, comparis
     assert sorted(p.name for p in scratch.rglob("*") if p.is_file()) == ["comparison.json", "deltas.png"]
     # Exploring writes only to the scratch folder; the recorded comparisons are left alone.
     assert sorted(comparison.path.parent.iterdir()) == comparisons_before
+
+
+def test_the_candidate_report_opens_with_its_deltas_against_the_earlier_run(runs, comparison, browser):
+    from browser import first_screen
+
+    seen = first_screen(runs.candidate.run_dir / "04_report.noinput.html", browser=browser)
+    f1 = next(row for row in comparison.doc["metrics"] if row["metric"] == "bertscore_f1")
+    against = (f"Against the earlier run {runs.baseline.run_id[:8]}", "same data and models",
+               f"BERTScore F1 {f1['mean_delta']:+.3f} [{f1['ci_low']:.3f}, {f1['ci_high']:.3f}]")
+    for expected in against:
+        assert expected in seen["above"], (expected, seen["above"][:900])
+    baseline_page = first_screen(runs.baseline.run_dir / "04_report.noinput.html", browser=browser)
+    assert "No earlier run of this data with these models to compare with." in baseline_page["text"]

@@ -3,20 +3,25 @@
 `headline_html(report)` is one block of HTML: the dataset and its size, the generator, the model
 pins and the judge (or one sentence on why it did not run); each headline metric's mean with its
 95% bootstrap interval and n, and the pass rate of each judged metric; top-k match with its n;
-and the counts of what was missing, empty, cut or unscored. Numbers carry 3 decimals. Every text
-that comes from the data or the profile is escaped by evalbook.escaping.
+the counts of what was missing, empty, cut or unscored; and, when an earlier run of the same
+data with the same models exists, the paired deltas against it. Numbers carry 3 decimals.
+Every text that comes from the data or the profile is escaped by evalbook.escaping.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from evalbook.escaping import escape_html
 from evalbook.judge.display import plain_reason
 from evalbook.metrics import METRICS, Metric
+from evalbook.metrics import metric as registered
 from evalbook.report.reader import RunReport
 
 SHA_SHOWN = 12  # characters of a weights sha256 shown; the report holds all 64
+LOOK_BACK = 20  # earlier runs searched for one on the same data with the same models
 
 
 def number(value: Any) -> str:
@@ -77,8 +82,48 @@ def _counts_line(data: dict[str, Any]) -> str:
     return " · ".join(f"{escape_html(str(value))} {text}" for text, value in shown if value is not None)
 
 
-def headline_html(report: RunReport | dict[str, Any]) -> str:
-    """The headline block described in the module docstring, as HTML."""
+def earlier_comparison(report: dict[str, Any], outputs_root: Path, env: str,
+                       look_back: int = LOOK_BACK) -> dict[str, Any] | None:
+    """The comparison of `report` with the latest earlier successful run of `env` on the same
+    data (name and split) with the same model pins, or None when there is none among the last
+    `look_back` runs. Its deltas are what the headline shows against that run."""
+    from evalbook.compare.document import build_comparison
+    from evalbook.compare.gates import embedding_gate
+    from evalbook.layout import latest_reports
+    from evalbook.report.reader import ReportUnreadable, read_report
+
+    data = (report["dataset"]["name"], report["dataset"]["split"])
+    for path in reversed(latest_reports(outputs_root, env, look_back)):
+        try:
+            earlier = read_report(str(path))
+        except ReportUnreadable:
+            continue
+        same_data = (earlier.data["dataset"].get("name"), earlier.data["dataset"].get("split")) == data
+        if earlier.run_id == report["run_id"] or not same_data:
+            continue
+        if embedding_gate(earlier.data, report)["compared"]:
+            return build_comparison(earlier, report, baseline_location=str(path), candidate_location="this run",
+                                    created_at=datetime.now(timezone.utc))
+    return None
+
+
+def _against(comparison: dict[str, Any] | None) -> str:
+    if comparison is None:
+        return "<p>No earlier run of this data with these models to compare with.</p>"
+    base = comparison["baseline"]
+    headline = {m.name for m in METRICS if m.headline}
+    deltas = [f"{escape_html(registered(row['metric']).label)} {row['mean_delta']:+.3f} "
+              f"{interval_text({'low': row['ci_low'], 'high': row['ci_high']})}"
+              for row in comparison["metrics"] if row["compared"] and row["metric"] in headline]
+    said = "; ".join(deltas) if deltas else "no metric could be compared"
+    return (f"<p>Against the earlier run <code>{escape_html(base['run_id'][:8])}</code> "
+            f"({escape_html(base['timestamp'][:10])}), same data and models, "
+            f"{comparison['pairing']['n_paired']} examples paired: {said}.</p>")
+
+
+def headline_html(report: RunReport | dict[str, Any], earlier: dict[str, Any] | None = None) -> str:
+    """The headline block described in the module docstring, as HTML; `earlier` is the
+    comparison with an earlier comparable run (earlier_comparison), whose deltas it adds."""
     view = RunReport.of(report)
     data = view.data
     dataset = data["dataset"]
@@ -91,4 +136,4 @@ def headline_html(report: RunReport | dict[str, Any]) -> str:
             f"<p><strong>{escape_html(dataset['name'])}</strong> ({escape_html(dataset['split'])}), "
             f"{dataset['n_examples']} examples · generator <code>{escape_html(data['models'].get('generator'))}</code>"
             f" · {judge_sentence(view.judge_summary)}</p>"
-            f"<p>{_models_line(data)}</p>{table}<p>{_counts_line(data)}</p></div>")
+            f"<p>{_models_line(data)}</p>{table}<p>{_counts_line(data)}</p>{_against(earlier)}</div>")
