@@ -799,9 +799,12 @@ def test_the_verdict_says_what_changed_between_the_runs():
     for report, overrides in ((baseline, {"limit": 5}),
                               (candidate, {"limit": 5, "predictions_path": "/home/me/p-truncated.jsonl"})):
         report["provenance"]["params_profile"] = {"name": "default", "version": 1, "overrides": overrides}
+    baseline["provenance"]["inputs_sha256"] = {"input_path": "a" * 64, "predictions_path": "b" * 64}
+    candidate["provenance"]["inputs_sha256"] = {"input_path": "a" * 64, "predictions_path": "c" * 64}
     doc = compare(baseline, candidate)
     assert doc["candidate"]["params_profile"]["overrides"]["predictions_path"] == "/home/me/p-truncated.jsonl"
     assert changes(doc) == ["-p predictions_path: not set → p-truncated.jsonl",
+                            f"predictions_path file sha256: {'b' * 12} → {'c' * 12}",
                             "generator: base-generator → cand-generator"]
     assert "<strong>What changed:</strong> -p predictions_path: not set → p-truncated.jsonl" in verdict_html(doc)
     same = compare(make_report({"a": 0.5}), make_report({"a": 0.5}))

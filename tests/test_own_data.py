@@ -151,3 +151,13 @@ def test_the_generator_comes_from_a_generator_column_when_the_profile_names_none
     plain = tmp_path / "plain.jsonl"
     plain.write_text('{"id": "0", "question": "q", "context": "c", "answer": "a"}\n')
     assert load_evaluation_set(str(plain), str(predictions)).generators == ["from-predictions"]
+
+
+def test_each_input_file_s_sha256_reaches_the_provenance(own_run):
+    import hashlib
+    import json
+
+    folder, report_path = own_run
+    provenance = json.loads(report_path.read_text("utf-8"))["provenance"]
+    digest = hashlib.sha256((folder / "helpdesk-eval.csv").read_bytes()).hexdigest()
+    assert provenance["inputs_sha256"] == {"input_path": digest, "predictions_path": None}

@@ -18,6 +18,7 @@ is a LoadError, so the run fails instead of reporting empty means.
 from __future__ import annotations
 
 import codecs
+import hashlib
 import csv
 import io
 import json
@@ -94,6 +95,8 @@ class LoadResult:
     warnings: list[str] = field(default_factory=list)
     # the distinct values of a `generator` column of the scored rows, if the data has one
     generators: list[str] = field(default_factory=list)
+    # the sha256 of each input file, by its key (input_path, predictions_path); None for hf://
+    inputs_sha256: dict[str, str | None] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- reading files
@@ -342,6 +345,15 @@ def _read_hf(path: str, split: str, hf_filesystem) -> pd.DataFrame:
     if frame.empty:
         raise LoadError(path, f"the Parquet files of split {split!r} have no rows: nothing to score")
     return frame
+
+
+def input_sha256(path: str | None) -> str | None:
+    """The sha256 of an input file's bytes, for the provenance that tells two runs' data apart;
+    None without a file, and for an hf:// path (a dataset of Parquet files, named by the hub).
+    An s3:// object is read once more for it."""
+    if path is None or path.startswith("hf://"):
+        return None
+    return hashlib.sha256(_file_bytes(path)).hexdigest()
 
 
 def _file_bytes(path: str) -> bytes:
@@ -682,7 +694,9 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
                       examples_without_prediction=without, skipped_incomplete_rows=skipped_rows,
                       sources={"input_path": input_path, "predictions_path": predictions_path},
                       warnings=_near_miss_warning(unmatched, near_misses)
-                      + _retrieval_warnings(table, input_path), generators=generators)
+                      + _retrieval_warnings(table, input_path), generators=generators,
+                      inputs_sha256={"input_path": input_sha256(input_path),
+                                     "predictions_path": input_sha256(predictions_path)})
 
 
 def _column_or_null(frame: pd.DataFrame, column: str) -> list[Any]:

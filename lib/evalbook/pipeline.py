@@ -133,6 +133,7 @@ def run_load(ctx: StageContext) -> load_module.LoadResult:
         "warnings": result.warnings,
         "sources": result.sources,
         "generators": result.generators,
+        "inputs_sha256": result.inputs_sha256,
     })
     return result
 
@@ -320,7 +321,8 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
     provenance = {**provenance, **_scored_models(ctx, provenance, scoring),
                   "shared_forward_pass": scoring["shared_forward_pass"],
                   # scoring.json of runs made before the device option: the CPU
-                  "scoring_device": scoring.get("device", "cpu")}
+                  "scoring_device": scoring.get("device", "cpu"),
+                  "inputs_sha256": loaded.get("inputs_sha256")}
     judged = judge_results(ctx)
     counts = {**loaded["counts"],
               "unmatched_prediction_ids": loaded["unmatched_prediction_ids"],

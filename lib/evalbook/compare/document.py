@@ -162,6 +162,7 @@ def run_summary(report: dict[str, Any], location: str) -> dict[str, Any]:
         "params_profile": {"name": profile.get("name"), "version": profile.get("version"),
                            "overrides": profile.get("overrides")},
         "scoring_device": scoring_device(report),
+        "inputs_sha256": provenance.get("inputs_sha256"),
     }
 
 

@@ -60,7 +60,8 @@ def _shown_value(value: Any) -> str:
 
 def changes(doc: dict[str, Any]) -> list[str]:
     """What differs between the two runs, as plain lines: each override set to another value
-    (paths by file name), each model pin that differs, and the generator and the judge."""
+    (paths by file name), each input file whose sha256 differs (its first 12 hex digits), each
+    model pin that differs, and the generator and the judge."""
     base, cand = doc["baseline"], doc["candidate"]
     lines = []
     b_over = base["params_profile"].get("overrides") or {}
@@ -68,6 +69,11 @@ def changes(doc: dict[str, Any]) -> list[str]:
     for key in dict.fromkeys([*b_over, *c_over]):
         if b_over.get(key) != c_over.get(key):
             lines.append(f"-p {key}: {_shown_value(b_over.get(key))} → {_shown_value(c_over.get(key))}")
+    b_inputs, c_inputs = base.get("inputs_sha256") or {}, cand.get("inputs_sha256") or {}
+    for key in dict.fromkeys([*b_inputs, *c_inputs]):
+        if b_inputs.get(key) != c_inputs.get(key):
+            lines.append(f"{key} file sha256: {(b_inputs.get(key) or 'none')[:12]} → "
+                         f"{(c_inputs.get(key) or 'none')[:12]}")
     for pin in doc["gates"]["embedding"]["differing_pins"]:
         lines.append(f"{pin['pin']}: {_shown_value(pin['baseline'])} → {_shown_value(pin['candidate'])}")
     for what, key in (("generator", "generator"),):
