@@ -282,7 +282,7 @@ def test_index_lists_both_runs_and_the_comparison_apart(runs, comparison, browse
         assert runs.baseline.run_id in text and runs.candidate.run_id in text
         runs_table, _, comparisons_table = text.partition("<h2>Comparisons</h2>")
         assert COMPARISONS_DIR not in runs_table, "a comparison is not listed as a run"
-        assert f"{COMPARISONS_DIR}/{comparison.path.stem}/05_compare.html" in comparisons_table
+        assert f"{COMPARISONS_DIR}/{comparison.path.stem}/05_compare.noinput.html" in comparisons_table
         assert 'class="num worse"' in comparisons_table, "the F1 regression is marked worse"
     targets = link_targets(index)
     assert all(target.is_file() for target in targets), targets

@@ -354,7 +354,8 @@ td.better { color: var(--ok); }
 
 _COMPARISON_GLOBS = (f"{RUN_DAY_GLOB}/{COMPARISONS_DIR}/*.json",
                      f"*/{COMPARISONS_DIR}/*.json")
-COMPARE_NOTEBOOK_HTML = "05_compare.html"
+# a comparison's page: the one without code when it was made, else the full one
+COMPARE_PAGES = ("05_compare.noinput.html", "05_compare.html")
 HEADLINE_DELTAS = tuple(m.name for m in METRICS if m.headline and m.kind == "similarity")
 
 
@@ -370,8 +371,9 @@ def collect_comparisons(outputs_root: Path) -> list[dict[str, Any]]:
     rows = []
     for path in sorted({p for pattern in _COMPARISON_GLOBS for p in outputs_root.glob(pattern)}):
         doc, error = _read_json(path, "comparison JSON")
-        page = path.with_suffix("") / COMPARE_NOTEBOOK_HTML
-        row: dict[str, Any] = {"path": path, "html": page if page.is_file() else None,
+        page = next((path.with_suffix("") / name for name in COMPARE_PAGES
+                     if (path.with_suffix("") / name).is_file()), None)
+        row: dict[str, Any] = {"path": path, "html": page,
                                "reason": error, "created_at": None, "baseline": None,
                                "candidate": None, "n_paired": None, "deltas": {}, "judge": None}
         if doc is not None and doc.get("kind") == "compare":
