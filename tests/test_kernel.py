@@ -48,3 +48,30 @@ def test_the_socket_folder_goes_when_the_notebook_fails_and_stays_for_an_interru
         assert sockets.exists() is isinstance(error, KeyboardInterrupt)
         if sockets.exists():
             sockets.rmdir()
+
+
+def test_a_finished_notebook_s_kernel_is_shut_down_without_a_sigint(tmp_path, monkeypatch):
+    """jupyter_client interrupts a kernel (SIGINT) before asking it to shut down; a kernel still
+    leaving its last handler then logs "KeyboardInterrupt caught in kernel". The stage kernels
+    are asked to shut down without it."""
+    import signal
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    sent = []
+    real = AsyncKernelManager._async_signal_kernel
+
+    async def recording(self, signum):
+        sent.append(signum)
+        await real(self, signum)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_signal_kernel", recording)
+    source = tiny_notebook(tmp_path)
+    papermill.execute_notebook(str(source), str(tmp_path / "default.ipynb"), kernel_name="python3",
+                               progress_bar=False)
+    assert signal.SIGINT in sent  # what the default manager does at shutdown
+    sent.clear()
+    with ipc_kernel() as kernel:
+        papermill.execute_notebook(str(source), str(tmp_path / "stage.ipynb"), kernel_name="python3",
+                                   progress_bar=False, **kernel)
+    assert signal.SIGINT not in sent

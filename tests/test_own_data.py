@@ -70,8 +70,8 @@ def own_run(tmp_path_factory):
     """One run of the default profile on a CSV of the user's own, with one override (the
     outputs root and an unreachable judge only keep the test apart from the checkout)."""
     import csv
-
-    from evalbook.__main__ import main
+    import subprocess
+    import sys
 
     folder = tmp_path_factory.mktemp("own")
     mine = folder / "helpdesk-eval.csv"
@@ -80,13 +80,13 @@ def own_run(tmp_path_factory):
         writer.writerow(["question", "context", "answer", "generated_answer"])
         writer.writerows(ROWS)
     outputs = folder / "outputs"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(folder)
-        code = main(["run", "--params", str(DEFAULT_PROFILE), "-p", f"input_path={mine.name}",
-                     "-p", f"outputs_root={outputs}", "-p", "judge.base_url=http://127.0.0.1:1/v1"])
-    assert code == 0
+    command = [sys.executable, "-m", "evalbook", "run", "--params", str(DEFAULT_PROFILE),
+               "-p", f"input_path={mine.name}", "-p", f"outputs_root={outputs}",
+               "-p", "judge.base_url=http://127.0.0.1:1/v1"]
+    result = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
     [report_path] = outputs.glob("local/eval-runs/*/*/*/*.json")
-    return folder, report_path
+    return folder, report_path, result.stderr
 
 
 def test_a_users_own_csv_runs_with_one_override_and_its_report_carries_the_csv_s_name(own_run):
@@ -94,7 +94,7 @@ def test_a_users_own_csv_runs_with_one_override_and_its_report_carries_the_csv_s
 
     import nbformat
 
-    _, report_path = own_run
+    _, report_path, _ = own_run
     report = json.loads(report_path.read_text("utf-8"))
     assert report["dataset"] == {"name": "helpdesk-eval", "split": "test", "n_examples": 4}
     assert report["models"]["generator"] == "unknown"
@@ -116,7 +116,7 @@ def test_the_no_code_report_opens_with_the_headline_numbers_and_their_intervals(
 
     from browser import first_screen
 
-    folder, report_path = own_run
+    folder, report_path, _ = own_run
     report = json.loads(report_path.read_text("utf-8"))
     seen = first_screen(report_path.with_suffix("") / "04_report.noinput.html")
     f1 = report["intervals"]["metrics"]["bertscore_f1"]
@@ -157,7 +157,13 @@ def test_each_input_file_s_sha256_reaches_the_provenance(own_run):
     import hashlib
     import json
 
-    folder, report_path = own_run
+    folder, report_path, _ = own_run
     provenance = json.loads(report_path.read_text("utf-8"))["provenance"]
     digest = hashlib.sha256((folder / "helpdesk-eval.csv").read_bytes()).hexdigest()
     assert provenance["inputs_sha256"] == {"input_path": digest, "predictions_path": None}
+
+
+def test_the_run_s_output_carries_no_kernel_warning(own_run):
+    _, _, stderr = own_run
+    assert "[IPKernelApp]" not in stderr, stderr  # no TCP warning, no KeyboardInterrupt at shutdown
+    assert "Traceback" not in stderr

@@ -1,9 +1,14 @@
-"""How the runner connects to a stage's kernel: over local IPC sockets, not TCP.
+"""How the runner starts and stops a stage's kernel: over local IPC sockets, without a SIGINT.
 
-jupyter_client's default transport is TCP on 127.0.0.1, and ipykernel then warns, in every
-stage, that the kernel's traffic is sent unencrypted. A kernel on this machine needs no network:
-Unix domain sockets in a private temporary folder carry the same messages, reach no other host,
-and raise no warning. The folder (and the sockets in it) is removed when the notebook is done.
+- jupyter_client's default transport is TCP on 127.0.0.1, and ipykernel then warns, in every
+  stage, that the kernel's traffic is sent unencrypted. A kernel on this machine needs no
+  network: Unix domain sockets in a private temporary folder carry the same messages, reach no
+  other host, and raise no warning. The folder is removed when the notebook is done.
+- Before it asks a kernel to shut down, jupyter_client interrupts it (SIGINT). ipykernel takes
+  SIGINT as KeyboardInterrupt only while it handles a message, so a kernel still leaving the
+  handler of the last cell's reply logged "KeyboardInterrupt caught in kernel." after some
+  stages. StageKernelManager sends no interrupt while it shuts the kernel down; a kernel still
+  busy then (a run stopped mid-cell) gets SIGTERM after half of `shutdown_wait_time` instead.
 """
 
 from __future__ import annotations
@@ -14,12 +19,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
+
+# seconds a kernel has to leave after the shutdown request: SIGTERM at half of it, SIGKILL at the end
+SHUTDOWN_WAIT_SECONDS = 2.0
+
+
+class StageKernelManager(AsyncKernelManager):
+    """jupyter_client's kernel manager without the interrupt that precedes a shutdown."""
+
+    async def _async_interrupt_kernel(self) -> None:
+        if self.shutting_down:
+            return
+        await super()._async_interrupt_kernel()
 
 
 @contextmanager
 def ipc_kernel() -> Iterator[dict[str, Any]]:
-    """papermill.execute_notebook keyword arguments that give the kernel IPC sockets.
+    """papermill.execute_notebook keyword arguments: IPC sockets and StageKernelManager.
 
     The socket folder is removed when the notebook ends, or fails. An interrupt (SIGINT or
     SIGTERM, a KeyboardInterrupt) can stop the run while the kernel is still starting; that
@@ -29,7 +47,8 @@ def ipc_kernel() -> Iterator[dict[str, Any]]:
     folder = Path(tempfile.mkdtemp(prefix="evalbook-kernel-"))
     interrupted = False
     try:
-        yield {"config": Config({"KernelManager": {"transport": "ipc", "ip": str(folder / "kernel")}})}
+        sockets = {"transport": "ipc", "ip": str(folder / "kernel"), "shutdown_wait_time": SHUTDOWN_WAIT_SECONDS}
+        yield {"kernel_manager_class": StageKernelManager, "config": Config({"KernelManager": sockets})}
     except KeyboardInterrupt:
         interrupted = True
         raise
