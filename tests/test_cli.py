@@ -23,8 +23,18 @@ def test_compare_and_diff_look_runs_up_under_an_overridden_outputs_root(tmp_path
     assert str(root) in error, error
 
 
-def test_every_command_lists_the_override_option(capsys):
-    for command in ("run", "compare", "diff"):
+def test_every_command_s_help_lists_every_option(capsys):
+    import argparse
+
+    from evalbook.__main__ import build_parser
+
+    [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(commands.choices) == {"run", "compare", "diff"}
+    for name, command in commands.choices.items():
         with pytest.raises(SystemExit):
-            main([command, "--help"])
-        assert "-p KEY=VALUE" in capsys.readouterr().out, command
+            main([name, "--help"])
+        shown = capsys.readouterr().out
+        assert "-p KEY=VALUE" in shown, name
+        for action in command._actions:
+            for option in action.option_strings or [action.dest]:
+                assert option in shown, (name, option)

@@ -809,3 +809,15 @@ def test_the_verdict_says_what_changed_between_the_runs():
     assert "<strong>What changed:</strong> -p predictions_path: not set → p-truncated.jsonl" in verdict_html(doc)
     same = compare(make_report({"a": 0.5}), make_report({"a": 0.5}))
     assert changes(same) == [] and "are the same" in verdict_html(same)
+
+
+def test_what_changed_names_another_profile_and_unexplained_parameters():
+    from evalbook.compare.tables import changes
+
+    baseline, candidate = make_report({"a": 0.5}), make_report({"a": 0.5})
+    baseline["provenance"]["params_profile"] = {"name": "default", "version": 1, "overrides": {}}
+    candidate["provenance"]["params_profile"] = {"name": "local-judge", "version": 2, "overrides": {}}
+    assert changes(compare(baseline, candidate)) == ["profile: default v1 → local-judge v2"]
+    candidate["provenance"]["params_profile"] = {"name": "default", "version": 1, "overrides": {}}
+    candidate["provenance"]["params_hash"] = "sha256:" + "f" * 64
+    assert changes(compare(baseline, candidate))[0].startswith("the resolved parameters differ (params hash)")

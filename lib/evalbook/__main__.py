@@ -75,7 +75,8 @@ def _add_overrides(command: argparse.ArgumentParser) -> None:
                          help="override a profile value (dotted keys reach sections); repeatable")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: `run`, `compare` and `diff`, each with `--params` and `-p`."""
     from evalbook.compare.settings import DEFAULTS
 
     parser = argparse.ArgumentParser(prog="python -m evalbook", description=__doc__.splitlines()[0])
@@ -109,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     diff.add_argument("a", help="run id, its first 8+ characters, or run folder A")
     diff.add_argument("b", help="run id, its first 8+ characters, or run folder B")
     diff.set_defaults(handler=_diff)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         return _handle(args)
     except KeyboardInterrupt:

@@ -60,7 +60,8 @@ def _shown_value(value: Any) -> str:
 
 def changes(doc: dict[str, Any]) -> list[str]:
     """What differs between the two runs, as plain lines: each override set to another value
-    (paths by file name), each input file whose sha256 differs (its first 12 hex digits), each
+    (paths by file name), another profile (or, with none of those, resolved parameters that
+    differ all the same), each input file whose sha256 differs (its first 12 hex digits), each
     model pin that differs, and the generator and the judge."""
     base, cand = doc["baseline"], doc["candidate"]
     lines = []
@@ -69,6 +70,13 @@ def changes(doc: dict[str, Any]) -> list[str]:
     for key in dict.fromkeys([*b_over, *c_over]):
         if b_over.get(key) != c_over.get(key):
             lines.append(f"-p {key}: {_shown_value(b_over.get(key))} → {_shown_value(c_over.get(key))}")
+    b_profile, c_profile = base["params_profile"], cand["params_profile"]
+    if (b_profile.get("name"), b_profile.get("version")) != (c_profile.get("name"), c_profile.get("version")):
+        lines.append(f"profile: {b_profile.get('name')} v{b_profile.get('version')} → "
+                     f"{c_profile.get('name')} v{c_profile.get('version')}")
+    elif base.get("params_hash") != cand.get("params_hash") and not lines:
+        lines.append("the resolved parameters differ (params hash), beyond any override: "
+                     "`make diff` shows how")
     b_inputs, c_inputs = base.get("inputs_sha256") or {}, cand.get("inputs_sha256") or {}
     for key in dict.fromkeys([*b_inputs, *c_inputs]):
         if b_inputs.get(key) != c_inputs.get(key):
