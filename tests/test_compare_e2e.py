@@ -237,6 +237,10 @@ def test_the_no_code_comparison_opens_with_the_verdict(comparison, browser):
     assert "from evalbook" not in seen["text"] and "Warning" not in seen["above"]
     assert str(comparison.folder.parent) not in seen["text"]  # no absolute path
     assert not seen["empty_tables"], seen["empty_tables"]
+    assert "{'" not in seen["text"] and '{"' not in seen["text"]  # no raw dict
+    stderr = [output.get("text", "") for cell in nbformat.read(comparison.folder / "05_compare.ipynb", 4).cells
+              for output in cell.get("outputs", []) if output.get("name") == "stderr"]
+    assert not stderr, stderr
 
 
 # ---------------------------------------------------------------- 5. the candidate's report pages
