@@ -821,3 +821,31 @@ def test_what_changed_names_another_profile_and_unexplained_parameters():
     candidate["provenance"]["params_profile"] = {"name": "default", "version": 1, "overrides": {}}
     candidate["provenance"]["params_hash"] = "sha256:" + "f" * 64
     assert changes(compare(baseline, candidate))[0].startswith("the resolved parameters differ (params hash)")
+
+
+def test_what_changed_lists_the_resolved_parameters_that_differ_beyond_the_overrides(tmp_path):
+    import yaml
+
+    from evalbook.compare.context import ComparisonContext
+    from evalbook.compare.tables import changes
+    from evalbook.report.reader import RunReport
+
+    reports = []
+    for tag, k, seed in (("base", 5, 0), ("cand", 3, 0)):
+        report = make_report({"a": 0.5}, tag=tag)
+        path = save(tmp_path, "local", "2026/12/01", report)
+        params = {"run_id": report["run_id"], "input_path": f"/data/{tag}/examples.jsonl", "seed": seed,
+                  "retrieval": {"k": k}}
+        (path.with_suffix("") / "params.yaml").write_text(yaml.safe_dump(params), "utf-8")
+        reports.append(RunReport(report, str(path)))
+    context = ComparisonContext(profile=None, baseline=reports[0], candidate=reports[1], output_dir=tmp_path,
+                                output_path=tmp_path / "c.json", run_id="t", interactive=True, settings=DEFAULTS)
+    differences = context.params_differences()
+    assert differences == [("input_path", "/data/base/examples.jsonl", "/data/cand/examples.jsonl"),
+                           ("retrieval.k", 5, 3)]
+    lines = changes(compare(reports[0].data, reports[1].data), differences)
+    assert "retrieval.k: 5 → 3" in lines and "input_path: base/examples.jsonl → cand/examples.jsonl" in lines
+    remote = ComparisonContext(profile=None, baseline=RunReport(reports[0].data, "s3://b/r.json"),
+                               candidate=reports[1], output_dir=tmp_path, output_path=tmp_path / "c.json",
+                               run_id="t", interactive=True, settings=DEFAULTS)
+    assert remote.params_differences() is None

@@ -12,9 +12,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from evalbook.compare.settings import DEFAULTS, Settings
 from evalbook.layout import find_report, interactive_folder
-from evalbook.params import load_profile, local_outputs_root, locate_profile
+from evalbook.params import is_remote, load_profile, local_outputs_root, locate_profile
 from evalbook.report.reader import RunReport, read_report
 
 COMPARISON_FILE = "comparison.json"
@@ -36,6 +38,18 @@ class ComparisonContext:
         return (f"baseline:  {self.baseline.location}\ncandidate: {self.candidate.location}\n"
                 f"comparison {self.run_id} -> {self.output_path}{scratch}")
 
+    def params_differences(self) -> list[tuple[str, Any, Any]] | None:
+        """Each resolved parameter (dotted key) whose value differs between the two runs'
+        `params.yaml`, as (key, baseline value, candidate value), `run_id` left out; None when
+        either run folder is not on this machine (an s3:// report)."""
+        folders = [Path(run.location).with_suffix("") for run in (self.baseline, self.candidate)]
+        if any(is_remote(run.location) or not (folder / "params.yaml").is_file()
+               for run, folder in zip((self.baseline, self.candidate), folders)):
+            return None
+        base, cand = (_flat(yaml.safe_load((folder / "params.yaml").read_text("utf-8"))) for folder in folders)
+        keys = [key for key in dict.fromkeys([*base, *cand]) if key != "run_id"]
+        return [(key, base.get(key), cand.get(key)) for key in keys if base.get(key) != cand.get(key)]
+
     def build(self) -> dict[str, Any]:
         """The compare-v1 document of the two runs, stamped now."""
         from evalbook.compare.document import build_comparison
@@ -43,6 +57,15 @@ class ComparisonContext:
         return build_comparison(self.baseline, self.candidate, baseline_location=self.baseline.location,
                                 candidate_location=self.candidate.location,
                                 created_at=datetime.now(timezone.utc), settings=self.settings)
+
+
+def _flat(values: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(values, dict):
+        return {prefix: values}
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        flat.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
 
 
 def open_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None, *,

@@ -58,23 +58,38 @@ def _shown_value(value: Any) -> str:
     return str(value)
 
 
-def changes(doc: dict[str, Any]) -> list[str]:
+def _shown_pair(before: Any, after: Any) -> str:
+    """`before → after`, paths by file name, or by their last folders too where the names agree."""
+    shown = [_shown_value(before), _shown_value(after)]
+    if shown[0] == shown[1] and before != after and all(isinstance(v, str) for v in (before, after)):
+        parts = [PurePosixPath(v).parts for v in (before, after)]
+        depth = next((n for n in range(2, min(map(len, parts)) + 1) if parts[0][-n:] != parts[1][-n:]), None)
+        shown = [str(PurePosixPath(*p[-depth:])) if depth else v for p, v in zip(parts, (before, after))]
+    return f"{shown[0]} → {shown[1]}"
+
+
+def changes(doc: dict[str, Any], params: list[tuple[str, Any, Any]] | None = None) -> list[str]:
     """What differs between the two runs, as plain lines: each override set to another value
-    (paths by file name), another profile (or, with none of those, resolved parameters that
-    differ all the same), each input file whose sha256 differs (its first 12 hex digits), each
-    model pin that differs, and the generator and the judge."""
+    (paths by file name), another profile, each other resolved parameter that differs (`params`,
+    from the runs' params.yaml when both are on this machine; without them, a line when the
+    params hashes differ all the same), each input file whose sha256 differs (its first 12 hex
+    digits), each model pin that differs, and the generator and the judge."""
     base, cand = doc["baseline"], doc["candidate"]
     lines = []
     b_over = base["params_profile"].get("overrides") or {}
     c_over = cand["params_profile"].get("overrides") or {}
     for key in dict.fromkeys([*b_over, *c_over]):
         if b_over.get(key) != c_over.get(key):
-            lines.append(f"-p {key}: {_shown_value(b_over.get(key))} → {_shown_value(c_over.get(key))}")
+            lines.append(f"-p {key}: {_shown_pair(b_over.get(key), c_over.get(key))}")
     b_profile, c_profile = base["params_profile"], cand["params_profile"]
     if (b_profile.get("name"), b_profile.get("version")) != (c_profile.get("name"), c_profile.get("version")):
         lines.append(f"profile: {b_profile.get('name')} v{b_profile.get('version')} → "
                      f"{c_profile.get('name')} v{c_profile.get('version')}")
-    elif base.get("params_hash") != cand.get("params_hash") and not lines:
+    named = {*b_over, *c_over}
+    for key, before, after in params or []:
+        if key not in named:
+            lines.append(f"{key}: {_shown_pair(before, after)}")
+    if params is None and base.get("params_hash") != cand.get("params_hash") and not lines:
         lines.append("the resolved parameters differ (params hash), beyond any override: "
                      "`make diff` shows how")
     b_inputs, c_inputs = base.get("inputs_sha256") or {}, cand.get("inputs_sha256") or {}
@@ -105,7 +120,7 @@ def _verdict(row: dict[str, Any], confidence: str) -> str:
             f"{row['n_worse']} of {row['n']} examples worse, {row['n_better']} better.")
 
 
-def verdict_html(doc: dict[str, Any]) -> str:
+def verdict_html(doc: dict[str, Any], params: list[tuple[str, Any, Any]] | None = None) -> str:
     """The comparison's first screen, as HTML: any pairing warning, then one line per headline
     metric (its paired mean delta with the interval, and how many examples got worse), then the
     paired count, after what changed between the runs (`changes`)."""
@@ -115,7 +130,7 @@ def verdict_html(doc: dict[str, Any]) -> str:
     lines = [_verdict(row, confidence) for row in doc["metrics"] if row["metric"] in headline]
     items = "".join(f"<li>{line}</li>" for line in lines) or "<li>No metric was compared.</li>"
     pairing = doc["pairing"]
-    changed = changes(doc)
+    changed = changes(doc, params)
     what = ("<p><strong>What changed:</strong> " + "; ".join(escape_html(line) for line in changed) + ".</p>"
             if changed else "<p>The runs' overrides, model pins, generator and judge are the same.</p>")
     return (f"<div class='evalbook-verdict'>{warnings}<ul>{items}</ul>{what}"
