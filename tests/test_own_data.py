@@ -167,3 +167,12 @@ def test_the_run_s_output_carries_no_kernel_warning(own_run):
     _, _, stderr = own_run
     assert "[IPKernelApp]" not in stderr, stderr  # no TCP warning, no KeyboardInterrupt at shutdown
     assert "Traceback" not in stderr
+
+
+def test_a_missing_text_names_the_flag_that_skips_it(tmp_path):
+    examples = tmp_path / "mine.jsonl"
+    examples.write_text('{"id": "a", "question": "q", "context": null, "answer": "r", "generated_answer": "g"}\n'
+                        '{"id": "b", "question": "q", "context": "c", "answer": "r", "generated_answer": "g"}\n')
+    with pytest.raises(LoadError, match=r"-p skip_incomplete_examples=true skips and counts them"):
+        load_evaluation_set(str(examples), None)
+    assert len(load_evaluation_set(str(examples), None, skip_incomplete=True).table) == 1

@@ -507,7 +507,7 @@ def _read_examples(input_path: str, split: str, hf_filesystem,
     _require_columns(examples, input_path, EXAMPLE_TEXT_COLUMNS)
     for column in EXAMPLE_TEXT_COLUMNS:
         _check_text(examples, input_path, column, allow_null=skip_incomplete,
-                    null_hint=" (set skip_incomplete_examples: true in the profile to skip and count them)")
+                    null_hint=" (-p skip_incomplete_examples=true skips and counts them)")
     examples["id"] = _normalise_ids(examples, input_path, generated="id" not in examples.columns)
     incomplete = examples[list(EXAMPLE_TEXT_COLUMNS)].isna().any(axis=1)
     skipped_rows = [int(r) for r in examples.loc[incomplete, "__row"]]
