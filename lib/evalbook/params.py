@@ -142,6 +142,16 @@ def parse_overrides(texts: list[str] | None) -> dict[str, Any]:
     return dict(parse_override(text) for text in texts or [])
 
 
+def dotted_items(values: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as one mapping of dotted keys (`retrieval.k`), the keys `-p` takes."""
+    if not isinstance(values, dict):
+        return {prefix: values}
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        flat.update(dotted_items(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
 def apply_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """Return a copy of `values` with dotted-key overrides set; unknown keys are left to validation."""
     merged = copy.deepcopy(values)

@@ -16,7 +16,7 @@ import yaml
 
 from evalbook.compare.settings import DEFAULTS, Settings
 from evalbook.layout import find_report, interactive_folder
-from evalbook.params import is_remote, load_profile, local_outputs_root, locate_profile
+from evalbook.params import dotted_items, is_remote, load_profile, local_outputs_root, locate_profile
 from evalbook.report.reader import RunReport, read_report
 
 COMPARISON_FILE = "comparison.json"
@@ -46,7 +46,7 @@ class ComparisonContext:
         if any(is_remote(run.location) or not (folder / "params.yaml").is_file()
                for run, folder in zip((self.baseline, self.candidate), folders)):
             return None
-        base, cand = (_flat(yaml.safe_load((folder / "params.yaml").read_text("utf-8"))) for folder in folders)
+        base, cand = (dotted_items(yaml.safe_load((folder / "params.yaml").read_text("utf-8"))) for folder in folders)
         keys = [key for key in dict.fromkeys([*base, *cand]) if key != "run_id"]
         return [(key, base.get(key), cand.get(key)) for key in keys if base.get(key) != cand.get(key)]
 
@@ -57,15 +57,6 @@ class ComparisonContext:
         return build_comparison(self.baseline, self.candidate, baseline_location=self.baseline.location,
                                 candidate_location=self.candidate.location,
                                 created_at=datetime.now(timezone.utc), settings=self.settings)
-
-
-def _flat(values: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(values, dict):
-        return {prefix: values}
-    flat: dict[str, Any] = {}
-    for key, value in values.items():
-        flat.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
-    return flat
 
 
 def open_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None, *,

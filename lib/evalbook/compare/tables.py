@@ -99,9 +99,8 @@ def changes(doc: dict[str, Any], params: list[tuple[str, Any, Any]] | None = Non
                          f"{(c_inputs.get(key) or 'none')[:12]}")
     for pin in doc["gates"]["embedding"]["differing_pins"]:
         lines.append(f"{pin['pin']}: {_shown_value(pin['baseline'])} → {_shown_value(pin['candidate'])}")
-    for what, key in (("generator", "generator"),):
-        if base["models"].get(key) != cand["models"].get(key):
-            lines.append(f"{what}: {base['models'].get(key)} → {cand['models'].get(key)}")
+    if base["models"].get("generator") != cand["models"].get("generator"):
+        lines.append(f"generator: {base['models'].get('generator')} → {cand['models'].get('generator')}")
     if base["judge_label"] != cand["judge_label"]:
         lines.append(f"judge: {base['judge_label'] or base['judge_status']} → "
                      f"{cand['judge_label'] or cand['judge_status']}")

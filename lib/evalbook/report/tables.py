@@ -15,6 +15,7 @@ from evalbook.escaping import escaped_table, readable_table
 from evalbook.judge.display import verdict_text
 from evalbook.metrics import metric as registered
 from evalbook.metrics import METRICS, names
+from evalbook.params import dotted_items
 from evalbook.report.reader import RunReport, judge_entry
 
 TEXT_COLUMNS = ("question", "reference_answer", "generated_answer")
@@ -87,21 +88,15 @@ def unscored_judgments(report: dict[str, Any]) -> pd.DataFrame:
     return frame.sort_values(["metric", "reason", "id"], kind="mergesort").reset_index(drop=True)
 
 
-def _flat(prefix: str, value: Any) -> list[tuple[str, Any]]:
-    if isinstance(value, dict):
-        return [row for key, item in value.items() for row in _flat(f"{prefix}.{key}" if prefix else key, item)]
-    if isinstance(value, list):
-        return [(prefix, ", ".join(str(item) for item in value))]
-    return [(prefix, value)]
-
-
 def provenance_table(report: RunReport | dict[str, Any]) -> pd.DataFrame:
     """The report's provenance as one row per field (nested fields dotted), for reading.
 
     A path is shown by its file name: where the run's files lie on one machine says nothing to
     a reader of the shared page, and the report JSON keeps the whole path."""
     rows = []
-    for key, value in _flat("", RunReport.of(report).data["provenance"]):
+    for key, value in dotted_items(RunReport.of(report).data["provenance"]).items():
+        if isinstance(value, list):
+            value = ", ".join(str(item) for item in value)
         if isinstance(value, str) and PurePosixPath(value).is_absolute():
             value = PurePosixPath(value).name
         rows.append({"field": key, "value": "—" if value is None else str(value)})
