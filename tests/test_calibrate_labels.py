@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,8 @@ def write_labels(tmp_path: Path, fmt: str, rows: list[dict], name: str = "labels
             writer = csv.writer(handle)
             writer.writerow(header)
             for row in rows:
-                writer.writerow(["" if row.get(key) is None else str(row.get(key)) for key in header])
+                writer.writerow(["" if row.get(key) is None else str(row.get(key))
+                                 for key in header])
     elif fmt == "jsonl":
         path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     else:
@@ -129,10 +131,19 @@ def test_missing_required_column(tmp_path, fmt, column):
     assert "required column is missing (columns present: " in str(error)
 
 
-def test_file_with_no_rows_is_the_readers_error(tmp_path):
-    path = tmp_path / "labels.csv"
-    path.write_text("id,label\n", encoding="utf-8")
-    with pytest.raises(LoadError, match="has a header but no data rows"):
+@pytest.mark.parametrize(("fmt", "message"), [
+    ("csv", "has a header but no data rows"),
+    ("jsonl", "holds no JSON lines"),
+    ("parquet", "has no rows"),
+])
+def test_file_with_no_rows_is_the_readers_error(tmp_path, fmt, message):
+    path = tmp_path / f"labels.{fmt}"
+    if fmt == "parquet":
+        empty = {"id": pa.array([], pa.string()), "label": pa.array([], pa.int64())}
+        pq.write_table(pa.table(empty), path)
+    else:
+        path.write_text("id,label\n" if fmt == "csv" else "\n\n", encoding="utf-8")
+    with pytest.raises(LoadError, match=message):
         read_labels(str(path))
 
 
@@ -209,6 +220,16 @@ def test_infinite_number_in_jsonl_and_parquet(tmp_path):
     assert_names(info.value, parquet, "label", [1])
 
 
+def test_integer_too_large_for_a_float_jsonl(tmp_path):
+    path = tmp_path / "labels.jsonl"
+    path.write_text('{"id": "a", "label": 2}\n{"id": "b", "label": 1' + "0" * 400 + "}\n",
+                    encoding="utf-8")
+    with pytest.raises(LabelError) as info:
+        read_labels(str(path))
+    assert_names(info.value, str(path), "label", [2])
+    assert "labels must be finite numbers" in str(info.value)
+
+
 @pytest.mark.parametrize("fmt", LABEL_FORMATS)
 def test_text_that_is_neither_a_word_nor_a_number(tmp_path, fmt):
     rows = labelled("good", "3", "4 stars", "\x1b[31mred", "1_0", "\u0664", "okay")
@@ -250,11 +271,16 @@ def test_booleans_with_a_null_in_parquet(tmp_path):
 
 def test_typed_numbers_in_parquet(tmp_path):
     schema = pa.schema([("id", pa.string()), ("label", pa.int8())])
-    labels = read_labels(write_parquet(tmp_path, {"id": ["a", "b", "c"], "label": [1, 5, 3]}, schema))
+    labels = read_labels(write_parquet(tmp_path, {"id": ["a", "b", "c"], "label": [1, 5, 3]},
+                                       schema))
     assert labels.table["label"].tolist() == [1.0, 5.0, 3.0]
     assert labels.kind == "ordinal"
     labels = read_labels(write_parquet(tmp_path, {"id": ["a", "b"], "label": [0.25, 0.5]}))
     assert labels.kind == "continuous"
+    schema = pa.schema([("id", pa.string()), ("label", pa.decimal128(3, 1))])
+    decimals = {"id": ["a", "b"], "label": [Decimal("4.0"), Decimal("2.5")]}
+    labels = read_labels(write_parquet(tmp_path, decimals, schema))
+    assert labels.table["label"].tolist() == [4.0, 2.5]
 
 
 @pytest.mark.parametrize("fmt", LABEL_FORMATS)
@@ -309,7 +335,8 @@ def test_declared_binary_needs_binary_values(tmp_path, fmt):
     error, path = raises_label_error(tmp_path, fmt, labelled("1", "0", "2", "0.5"), "binary")
     assert_names(error, path, "label", [3, 4])
     assert ("declared binary, so every label must be pass/fail, true/false, yes/no or 0/1; "
-            "found '2', '0.5'; declare --label-kind ordinal or continuous for a scale") in str(error)
+            "found '2', '0.5'; declare --label-kind ordinal or continuous for a scale"
+            ) in str(error)
 
 
 def test_declared_kind_overrides_inference(tmp_path):
@@ -443,10 +470,10 @@ def test_passed_binary_share_and_tie(tmp_path):
         ("q3", "ana", "fail", ""), ("q3", "ben", "fail", ""), ("q3", "cyd", "pass", ""),
     ])
     passed = labels.passed(None)
+    assert passed.dtype == "boolean"
     assert passed.index.tolist() == ["q1", "q2", "q3"]
-    assert passed["q1"] is True or passed["q1"] == True  # noqa: E712 - a nullable boolean
-    assert passed["q2"] is pd.NA
-    assert passed["q3"] == False  # noqa: E712
+    assert passed.tolist() == [True, pd.NA, False]
+    assert labels.passed(4).tolist() == [True, pd.NA, False]  # the cut is for scales only
 
 
 def test_passed_ordinal_cut_at_the_median(tmp_path):
@@ -476,6 +503,11 @@ def test_ratings_matrix_places_nan_where_a_rater_gave_none(tmp_path):
     assert matrix.shape == (3, 3)
     expected = np.array([[4, 2, np.nan], [3, 5, np.nan], [np.nan, np.nan, 1]])
     np.testing.assert_array_equal(matrix, expected)
+
+
+def test_ratings_matrix_without_a_rater_column_has_no_rows(tmp_path):
+    raters, ids, matrix = read_rows(tmp_path, "csv", labelled("3", "4")).ratings_matrix()
+    assert (raters, ids, matrix.shape) == ([], ["ex1", "ex2"], (0, 2))
 
 
 # ---------------------------------------------------------------- matching the run

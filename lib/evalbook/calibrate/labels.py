@@ -12,14 +12,23 @@ The label kind is declared (`--label-kind`) or inferred, and `Labels.kind_reason
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from evalbook.load import LoadError, _near_miss_kind, _near_misses, _shown, _shown_pairs, read_records
+from evalbook.load import (
+    LoadError,
+    _near_miss_kind,
+    _near_misses,
+    _shown,
+    _shown_pairs,
+    read_records,
+)
 
 KINDS = ("ordinal", "binary", "continuous")
 KIND_FLAG = "--label-kind"
@@ -35,7 +44,8 @@ NUMBER_TEXT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 NOT_FINITE_TEXT = re.compile(r"[+-]?(nan|inf|infinity)", re.IGNORECASE)
 
 # How a label cell reads: one of these sorts, and its value when it has one.
-MISSING, WORD, NUMBER, NOT_FINITE, UNREADABLE = "missing", "word", "number", "not finite", "unreadable"
+MISSING, WORD, NUMBER = "missing", "word", "number"
+NOT_FINITE, UNREADABLE = "not finite", "unreadable"
 
 
 class LabelError(LoadError):
@@ -69,7 +79,8 @@ class Labels:
         # object columns keep a missing note None (pandas would infer a string dtype with NaN)
         return pd.DataFrame({
             "id": pd.Series([group["id"].iloc[0] for group in groups], dtype=object),
-            "label": pd.Series([float(combine(group["label"])) for group in groups], dtype=np.float64),
+            "label": pd.Series([float(combine(group["label"])) for group in groups],
+                               dtype=np.float64),
             "n_raters": pd.Series([len(group) for group in groups], dtype=np.int64),
             "notes": pd.Series([_joined_notes(group) for group in groups], dtype=object),
         })
@@ -82,7 +93,8 @@ class Labels:
         rater_index = {rater: i for i, rater in enumerate(raters)}
         id_index = {identifier: i for i, identifier in enumerate(ids)}
         matrix = np.full((len(raters), len(ids)), np.nan)
-        for identifier, rater, label in self.table[["id", "rater", "label"]].itertuples(index=False):
+        cells = self.table[["id", "rater", "label"]].itertuples(index=False)
+        for identifier, rater, label in cells:
             if rater is not None:
                 matrix[rater_index[rater], id_index[identifier]] = label
         return raters, ids, matrix
@@ -143,19 +155,26 @@ def _read_label(value: Any) -> tuple[str, float | None]:
         return MISSING, None
     if isinstance(value, (bool, np.bool_)):
         return WORD, float(value)
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        number = float(value)
-        return (NUMBER if math.isfinite(number) else NOT_FINITE), number
+    # numbers.Real takes Python's and numpy's ints and floats; Parquet decimals come as Decimal
+    if isinstance(value, (numbers.Real, Decimal)):
+        return _read_number(value)
     if isinstance(value, str):
         text = value.strip()
         if text.casefold() in BINARY_WORDS:
             return WORD, BINARY_WORDS[text.casefold()]
         if NUMBER_TEXT.fullmatch(text):
-            number = float(text)
-            return (NUMBER if math.isfinite(number) else NOT_FINITE), number
+            return _read_number(text)
         if NOT_FINITE_TEXT.fullmatch(text):
             return NOT_FINITE, None
     return UNREADABLE, None
+
+
+def _read_number(value: numbers.Real | Decimal | str) -> tuple[str, float | None]:
+    try:
+        number = float(value)
+    except OverflowError:  # a JSON integer beyond the range of a float
+        return NOT_FINITE, None
+    return (NUMBER if math.isfinite(number) else NOT_FINITE), number
 
 
 def _raise_for(path: str, column: str, rows: list[int], raw: list[Any], bad: list[bool],
@@ -186,12 +205,12 @@ def _label_values(frame: pd.DataFrame, path: str) -> tuple[list[float], list[str
     sorts, values = zip(*(_read_label(value) for value in raw))
     sorts, values = list(sorts), list(values)
     _raise_for(path, "label", rows, raw, [s == MISSING for s in sorts],
-               "every row needs a label; these are missing or empty (or NaN)")
+               "every row needs a label; these have none (empty, null or NaN): label them, "
+               "or remove the rows")
     _raise_for(path, "label", rows, raw, [s == NOT_FINITE for s in sorts],
                "labels must be finite numbers; found {values}")
     _raise_for(path, "label", rows, raw, [s == UNREADABLE for s in sorts],
-               f"labels must be {BINARY_WORDS_LIST} or a number; "
-               "found {values}")
+               f"labels must be {BINARY_WORDS_LIST} or a number; found {{values}}")
     _check_not_mixed(path, rows, raw, sorts, values)
     return values, sorts
 
@@ -206,13 +225,12 @@ def _check_declared(path: str, kind: str, frame: pd.DataFrame, values: list[floa
     elif kind == "binary":
         _raise_for(path, "label", rows, raw,
                    [s == NUMBER and v not in (0.0, 1.0) for s, v in zip(sorts, values)],
-                   f"declared binary, so every label must be {BINARY_WORDS_LIST} or 0/1; "
-                   "found {values}; "
-                   f"declare {KIND_FLAG} ordinal or continuous for a scale")
+                   f"declared binary, so every label must be {BINARY_WORDS_LIST} or 0/1; found "
+                   f"{{values}}; declare {KIND_FLAG} ordinal or continuous for a scale")
 
 
 def _number_text(value: float) -> str:
-    return f"{value:g}"
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
 def _inferred_kind(values: list[float], sorts: list[str]) -> tuple[str, str]:
@@ -224,7 +242,7 @@ def _inferred_kind(values: list[float], sorts: list[str]) -> tuple[str, str]:
                 if has_words else "only the values 0 and 1")
         return "binary", f"inferred: {what}; declare another with {KIND_FLAG}"
     low, high = _number_text(levels[0]), _number_text(levels[-1])
-    span = f"{low}-{high}" if levels[0] >= 0 else f"{low} to {high}"
+    span = low if low == high else f"{low}-{high}" if levels[0] >= 0 else f"{low} to {high}"
     plural = "s" if len(levels) > 1 else ""
     if all(level.is_integer() for level in levels):
         if len(levels) <= MAX_ORDINAL_LEVELS:
@@ -237,7 +255,8 @@ def _inferred_kind(values: list[float], sorts: list[str]) -> tuple[str, str]:
                           f"with {KIND_FLAG}")
 
 
-def _names(frame: pd.DataFrame, path: str, column: str, what: str, missing_message: str) -> list[str]:
+def _names(frame: pd.DataFrame, path: str, column: str, what: str,
+           missing_message: str) -> list[str]:
     """A column of ids or raters as text: strings or integers, none missing."""
     rows, raw = frame["__row"].tolist(), frame[column].tolist()
     _raise_for(path, column, rows, raw, [_is_missing(v) for v in raw], missing_message)
@@ -260,8 +279,8 @@ def _notes(frame: pd.DataFrame, path: str) -> list[str | None]:
     if "note" not in frame.columns:
         return [None] * len(frame)
     rows, raw = frame["__row"].tolist(), frame["note"].tolist()
-    _raise_for(path, "note", rows, raw, [not _is_missing(v) and not isinstance(v, str) for v in raw],
-               "notes must be text; found {values}")
+    not_text = [not _is_missing(v) and not isinstance(v, str) for v in raw]
+    _raise_for(path, "note", rows, raw, not_text, "notes must be text; found {values}")
     return [None if _is_missing(value) else value for value in raw]
 
 
@@ -309,7 +328,8 @@ def read_labels(path: str, kind: str | None = None) -> Labels:
     ids = _names(frame, path, "id", "ids", "every row needs the id of the example it labels; "
                  "these are missing or empty")
     values, sorts = _label_values(frame, path)
-    raters, notes, rows = _raters(frame, path), _notes(frame, path), frame["__row"].astype(int).tolist()
+    raters, notes = _raters(frame, path), _notes(frame, path)
+    rows = frame["__row"].astype(int).tolist()
     _check_unique(path, ids, raters, rows)
     if kind is None:
         kind, kind_reason = _inferred_kind(values, sorts)
@@ -327,7 +347,8 @@ def read_labels(path: str, kind: str | None = None) -> Labels:
                   ignored_columns=ignored)
 
 
-def _no_match_error(path: str, label_ids: list[str], run_ids: list[str], run_name: str) -> LabelError:
+def _no_match_error(path: str, label_ids: list[str], run_ids: list[str],
+                    run_name: str) -> LabelError:
     message = f"none of the {len(label_ids)} ids in {path} is an example of run {run_name}"
     pairs = _near_misses(label_ids, run_ids)
     if pairs:
