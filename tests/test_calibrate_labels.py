@@ -488,7 +488,7 @@ def test_passed_ordinal_cut_at_the_median(tmp_path):
 
 def test_passed_needs_a_cut_for_ordinal_labels(tmp_path):
     labels = read_rows(tmp_path, "csv", labelled("1", "5", "3"))
-    with pytest.raises(ValueError, match="ordinal labels need a cut"):
+    with pytest.raises(ValueError, match="ordinal labels need a cut .*: set --good-label-min"):
         labels.passed(None)
 
 

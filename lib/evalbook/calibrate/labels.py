@@ -111,7 +111,7 @@ class Labels:
             verdicts = [pd.NA if share == 0.5 else bool(share > 0.5) for share in summary]
         elif good_label_min is None:
             raise ValueError(f"{self.kind} labels need a cut to say which examples pass: set "
-                             "good_label_min (for example -p good_label_min=4 on a 1-5 scale)")
+                             "--good-label-min (for example 4 on a 1-5 scale)")
         else:
             verdicts = [bool(label >= good_label_min) for label in summary]
         return pd.Series(verdicts, index=summary.index, dtype="boolean", name="passed")
