@@ -10,7 +10,7 @@ BENCH_JUDGE_EXAMPLES ?= 500
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
   -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: run test bench bench-memory bench-judge bench-run judge-server setup browser compare diff venv clean-venv
+.PHONY: run test bench bench-memory bench-judge bench-run judge-server setup browser compare calibrate diff venv clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
@@ -55,6 +55,12 @@ run: setup
 # Compare two runs (05_compare): the two latest successful runs, or A=<run id|report> B=<...>.
 compare: setup
 	$(PY) -m evalbook compare --params $(PARAMS) $(if $(A),--baseline $(A)) $(if $(B),--candidate $(B)) $(ARGS)
+
+# Measure a run's metrics against human labels (06_calibrate): the latest successful run, or
+# RUN=<run id|report>, against LABELS (default: the sample's labels).
+LABELS ?= data/sample/labels.csv
+calibrate: setup
+	$(PY) -m evalbook calibrate --params $(PARAMS) --labels $(LABELS) $(if $(RUN),--run $(RUN)) $(ARGS)
 
 # The nbdime diff of two runs' executed notebooks (sources and injected parameters, no
 # outputs or timestamps), and of their resolved params: make diff A=<run id> B=<run id>

@@ -13,8 +13,9 @@ from paths import DEFAULT_PROFILE
 @pytest.mark.parametrize("command", [
     ["compare", "--baseline", "0f4a3c2e-no-such-run", "--candidate", "9b1d7e6a-no-such-run"],
     ["diff", "0f4a3c2e-no-such-run", "9b1d7e6a-no-such-run"],
+    ["calibrate", "--run", "0f4a3c2e-no-such-run", "--labels", "labels.csv"],
 ])
-def test_compare_and_diff_look_runs_up_under_an_overridden_outputs_root(tmp_path, capsys, command):
+def test_compare_calibrate_and_diff_look_runs_up_under_an_overridden_outputs_root(tmp_path, capsys, command):
     root = tmp_path / "elsewhere"
     code = main([command[0], "--params", str(DEFAULT_PROFILE), "-p", f"outputs_root={root}", *command[1:]])
     error = capsys.readouterr().err
@@ -29,7 +30,7 @@ def test_every_command_s_help_lists_every_option(capsys):
     from evalbook.__main__ import build_parser
 
     [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    assert set(commands.choices) == {"run", "compare", "diff"}
+    assert set(commands.choices) == {"run", "compare", "calibrate", "diff"}
     for name, command in commands.choices.items():
         with pytest.raises(SystemExit):
             main([name, "--help"])

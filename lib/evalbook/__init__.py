@@ -1,7 +1,7 @@
 """evalbook: parameterized notebooks that evaluate a RAG or LLM system's answers.
 
-The package follows the pipeline. Each notebook opens a stage through `pipeline` (01-04) or
-`compare.context` (05), and each file of a run folder has one owner:
+The package follows the pipeline. Each notebook opens a stage through `pipeline` (01-04),
+`compare.context` (05) or `calibrate.context` (06), and each file of a run folder has one owner:
 
 Stages                  what they compute                                 what they write
 - load                  the evaluation set and answers, validated, joined canonical.parquet, load.json
@@ -20,6 +20,12 @@ Stages                  what they compute                                 what t
     figures, tables       what 04 shows
 - compare/              05_compare: gates, settings, the document,        comparisons/
                         its tables and figure
+- calibrate/            06_calibrate: a run against human labels          <run_id>/calibration/
+    labels                reads and checks a labels file, matches it to a run
+    agreement             rank, ROC, thresholds, kappa, alpha (scipy, scikit-learn, krippendorff)
+    analysis, document    one metric against the labels; the calibrate-v1 document
+    context, settings     where 06 reads and writes; its defaults
+    tables, figures       what 06 shows
 - publish/              after the stages
     pages                 a notebook's offline HTML                       <stage>.html, .noinput.html
     index                 every run and comparison                         index.html

@@ -1,18 +1,20 @@
-"""Command line: `python -m evalbook run|compare|diff ...`.
+"""Command line: `python -m evalbook run|compare|calibrate|diff ...`.
 
 - `run --params <file> [-p key=value ...]`: the last line on stdout is the report's location
   (its absolute path, or its s3:// URL when the outputs root is on S3).
 - `compare [--baseline <run id|report>] [--candidate <...>]`: runs 05_compare; the last line on
   stdout is the comparison JSON's location. Without runs, the two latest successful runs.
+- `calibrate --labels <file> [--run <run id|report>]`: runs 06_calibrate; the last line on stdout
+  is the calibration JSON's location. Without a run, the latest successful run.
 - `diff <run id> <run id>`: the params diff and the nbdime diff of the executed notebooks.
 
 A run id may be shortened to its first 8 or more characters when no other run's id starts so;
 a prefix that several runs share is refused, listing them.
 
 Exit codes: 0 on success, 1 when a stage or an upload fails, 2 when the profile, an override, a
-model, the outputs root or a named run is unusable (found before anything is written), 130 when
-SIGINT (Ctrl-C) and 143 when SIGTERM stopped the command (128 + the signal, as a shell reports a
-process the signal ended); an interrupted run is marked "interrupted" in its run.json. A
+model, the outputs root, a named run or a labels file is unusable (found before anything is
+written), 130 when SIGINT (Ctrl-C) and 143 when SIGTERM stopped the command (128 + the signal, as
+a shell reports a process the signal ended); an interrupted run is marked "interrupted" in its run.json. A
 comparison never fails on what it finds: it is a report.
 """
 
@@ -58,6 +60,23 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate(args: argparse.Namespace) -> int:
+    from evalbook.runner import run_calibration
+
+    given = {"label_kind": args.label_kind, "good_label_min": args.good_label_min,
+             "target_precision": args.target_precision, "n_disagreements": args.disagreements,
+             "resamples": args.resamples, "bootstrap_seed": args.bootstrap_seed, "confidence": args.confidence}
+    parameters = {name: value for name, value in given.items() if value is not None}
+    result = run_calibration(args.params, args.run, args.labels, parameters, overrides=args.overrides)
+    print(f"calibration folder: {result.output_dir}")
+    if result.html:
+        print(f"06_calibrate HTML: {result.html}")
+    if result.html_noinput:
+        print(f"06_calibrate HTML without code: {result.html_noinput}")
+    print(result.location)
+    return 0
+
+
 def _diff(args: argparse.Namespace) -> int:
     from evalbook.layout import find_run_folder
     from evalbook.params import load_profile, local_outputs_root, parse_overrides
@@ -76,7 +95,8 @@ def _add_overrides(command: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: `run`, `compare` and `diff`, each with `--params` and `-p`."""
+    """The command line: `run`, `compare`, `calibrate` and `diff`, each with `--params` and `-p`."""
+    from evalbook.calibrate.settings import DEFAULTS as CALIBRATION, LABEL_KINDS
     from evalbook.compare.settings import DEFAULTS
 
     parser = argparse.ArgumentParser(prog="python -m evalbook", description=__doc__.splitlines()[0])
@@ -104,6 +124,27 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"largest per-example regressions to list per metric (default {DEFAULTS.n_regressions})")
     compare.set_defaults(handler=_compare)
 
+    calibrate = commands.add_parser("calibrate", help="measure a run's metrics against human labels with 06_calibrate")
+    calibrate.add_argument("--params", default="params/default.yaml",
+                           help="profile giving the outputs root and env to look the run up in")
+    _add_overrides(calibrate)
+    calibrate.add_argument("--run", help="run id (or its first 8+ characters), or report path / s3:// URL; "
+                                         "default: the latest successful run")
+    calibrate.add_argument("--labels", required=True,
+                           help="labels file (.csv, .jsonl or .parquet) with columns id, label and optionally rater, note")
+    calibrate.add_argument("--label-kind", choices=LABEL_KINDS, help="the labels' kind (default: inferred and stated)")
+    calibrate.add_argument("--good-label-min", type=float,
+                           help=f"an ordinal or continuous label at or above this passes (default {CALIBRATION.good_label_min:g})")
+    calibrate.add_argument("--target-precision", type=float,
+                           help=f"precision the second threshold must reach (default {CALIBRATION.target_precision:g})")
+    calibrate.add_argument("--disagreements", type=int,
+                           help=f"examples listed per metric where it and the labels disagree most (default {CALIBRATION.n_disagreements})")
+    calibrate.add_argument("--resamples", type=int, help=f"bootstrap resamples (default {CALIBRATION.resamples})")
+    calibrate.add_argument("--bootstrap-seed", "--seed", dest="bootstrap_seed", type=int,
+                           help=f"bootstrap seed (default {CALIBRATION.seed})")
+    calibrate.add_argument("--confidence", type=float, help=f"CI level (default {CALIBRATION.confidence})")
+    calibrate.set_defaults(handler=_calibrate)
+
     diff = commands.add_parser("diff", help="params and notebook-source diff of two runs (nbdime)")
     diff.add_argument("--params", default="params/default.yaml", help="profile giving the outputs root")
     _add_overrides(diff)
@@ -124,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _handle(args: argparse.Namespace) -> int:
     """Run the command; each failure the user can act on becomes one message and an exit code."""
+    from evalbook.calibrate.labels import LabelError
+    from evalbook.calibrate.settings import CalibrationError
     from evalbook.score.models import ModelUnavailableError
     from evalbook.params import ParamsError
     from evalbook.layout import RunNotFound
@@ -131,7 +174,8 @@ def _handle(args: argparse.Namespace) -> int:
 
     try:
         return args.handler(args)
-    except (ParamsError, ModelUnavailableError, RunNotFound, LookupError, FileNotFoundError) as error:
+    except (ParamsError, ModelUnavailableError, RunNotFound, LookupError, FileNotFoundError,
+            LabelError, CalibrationError) as error:
         print(f"evalbook: {error}", file=sys.stderr)
         return 2
     except PublishFailed as error:

@@ -6,6 +6,9 @@ Under an outputs root (local, or `s3://bucket/prefix` mirrored by evalbook.publi
 - `<env>/eval-runs/<yyyy>/<mm>/<dd>/comparisons/`: the comparisons whose candidate is a run of
   that day (05_compare); comparisons are not runs;
 - `<env>/comparisons/`: the local copy of a comparison whose candidate report is on S3;
+- `<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>/calibration/`: the run's calibrations against human
+  labels (06_calibrate), each a JSON beside its folder; `<env>/calibrations/` holds the local copy
+  of a calibration of a run on S3;
 - `<env>/interactive/`: the scratch folder of a notebook opened with its defaults.
 
 A run is named by its id, by a prefix of its id of at least MIN_PREFIX characters (comparison
@@ -22,6 +25,8 @@ from evalbook.params import is_remote
 
 RUNS_DIR = "eval-runs"
 COMPARISONS_DIR = "comparisons"
+CALIBRATION_DIR = "calibration"  # inside a run folder: its calibrations against human labels
+REMOTE_CALIBRATIONS_DIR = "calibrations"  # under an env: the local copies for runs on S3
 INTERACTIVE_DIR = "interactive"
 # comparison ids carry the first 8 characters of each run id; a shorter prefix is too easily shared
 MIN_PREFIX = 8
@@ -62,6 +67,22 @@ def comparisons_url(report_url: str) -> str:
 def remote_comparisons_folder(outputs_root: Path, env: str) -> Path:
     """The local folder for comparisons whose candidate report is on S3."""
     return outputs_root / env / COMPARISONS_DIR
+
+
+def calibration_folder(report: Path) -> Path:
+    """The folder for calibrations of the run whose report is `report` (a local path): the run
+    folder's `calibration/`."""
+    return report.with_suffix("") / CALIBRATION_DIR
+
+
+def calibration_url(report_url: str) -> str:
+    """The s3:// prefix for calibrations of the run whose report is at `report_url`."""
+    return report_url.removesuffix(".json") + "/" + CALIBRATION_DIR
+
+
+def remote_calibration_folder(outputs_root: Path, env: str) -> Path:
+    """The local folder for calibrations of runs whose report is on S3."""
+    return outputs_root / env / REMOTE_CALIBRATIONS_DIR
 
 
 def interactive_folder(outputs_root: Path, env: str) -> Path:

@@ -92,18 +92,25 @@ def params_hash(values: dict[str, Any]) -> str:
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
 
-def locate_profile(params_path: str | Path) -> Path:
-    """Where a notebook's `params_path` is: as given when absolute; a relative one is read from
-    the working folder when it is there, else from the notebooks' folder (so that a notebook's
-    default, `../params/default.yaml`, holds whichever folder Papermill is started from)."""
-    path = Path(params_path)
+def locate_notebook_file(given: str | Path, what: str = "params profile",
+                         parameter: str = "params_path") -> Path:
+    """Where a file named by a notebook parameter is: as given when absolute; a relative one is
+    read from the working folder when it is there, else from the notebooks' folder (so that a
+    notebook's default, such as `../params/default.yaml`, holds whichever folder Papermill is
+    started from). `what` and `parameter` name the file and the parameter in the error."""
+    path = Path(given)
     if path.is_absolute() or path.is_file():
         return path.resolve()
     beside_notebooks = NOTEBOOKS_DIR / path
     if beside_notebooks.is_file():
         return beside_notebooks.resolve()
-    raise ParamsError(f"params profile {params_path} is neither in the working folder {Path.cwd()} "
-                      f"nor in the notebooks' folder {NOTEBOOKS_DIR}; pass -p params_path <path>")
+    raise ParamsError(f"{what} {given} is neither in the working folder {Path.cwd()} "
+                      f"nor in the notebooks' folder {NOTEBOOKS_DIR}; pass -p {parameter} <path>")
+
+
+def locate_profile(params_path: str | Path) -> Path:
+    """Where a notebook's `params_path` is (locate_notebook_file)."""
+    return locate_notebook_file(params_path)
 
 
 def find_root(start: Path) -> Path:

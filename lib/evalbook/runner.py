@@ -41,8 +41,9 @@ import yaml
 from evalbook.files import write_new
 from evalbook.publish.index import RUNNING_MARKER, running_marker
 from evalbook.kernel import ipc_kernel
-from evalbook.layout import (RunNotFound, comparisons_folder, comparisons_url, existing_run, find_report,
-                             latest_reports, remote_comparisons_folder, report_path, run_folder)
+from evalbook.layout import (RunNotFound, calibration_folder, calibration_url, comparisons_folder,
+                             comparisons_url, existing_run, find_report, latest_reports,
+                             remote_calibration_folder, remote_comparisons_folder, report_path, run_folder)
 from evalbook.score.models import resolve_profile_models
 from evalbook.params import (
     ParamsError,
@@ -184,12 +185,12 @@ def _quote_failure(stage: str, notebook: Path, error: Exception) -> str:
 
 
 # The pages for readers who never open code: each also gets a version without the code cells.
-NO_CODE_PAGES = ("04_report", "05_compare")
+NO_CODE_PAGES = ("04_report", "05_compare", "06_calibrate")
 
 
 def render_stage_html(stage: str, notebook: Path) -> dict[str, str]:
-    """Self-contained HTML of an executed notebook; the report and the comparison also get a
-    version without code (`.noinput.html`)."""
+    """Self-contained HTML of an executed notebook; the report, the comparison and the
+    calibration also get a version without code (`.noinput.html`)."""
     from evalbook.publish.pages import noinput_path, render_html
 
     rendered = {"html": str(render_html(notebook))}
@@ -511,6 +512,33 @@ def latest_pair(local_root: Path, env: str) -> tuple[str, str]:
     return str(runs[0]), str(runs[1])
 
 
+def _execute_beside_runs(stage: str, parameters: dict[str, Any], output_dir: Path, document: Path,
+                         what: str) -> dict[str, str]:
+    """Run `stage` (05_compare, 06_calibrate) with Papermill into `output_dir`, and render its HTML.
+
+    A failure writes FAILED, with the failing cell quoted, and raises RunFailed; so does a
+    notebook that ran but wrote no `document` (its JSON).
+    """
+    import papermill
+
+    output = output_dir / f"{stage}.ipynb"
+    try:
+        with ipc_kernel() as kernel:
+            papermill.execute_notebook(str(NOTEBOOKS / f"{stage}.ipynb"), str(output),
+                                       parameters=parameters, kernel_name="python3",
+                                       cwd=str(NOTEBOOKS), progress_bar=False, **kernel)
+    except Exception as error:  # noqa: BLE001 - reported with the executed notebook
+        message = _quote_failure(stage, output, error)
+        if output.exists():
+            message += f"\nHTML: {render_stage_html(stage, output)['html']}"
+        write_new(output_dir / "FAILED", (message + "\n").encode("utf-8"))
+        raise RunFailed(message) from error
+    pages = render_stage_html(stage, output)
+    if not document.exists():
+        raise RunFailed(f"{stage} ran but wrote no {what} at {document}")
+    return pages
+
+
 def run_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None,
                    notebook_parameters: dict[str, Any] | None = None,
                    log: TextIO | None = None, overrides: list[str] | None = None) -> ComparisonRun:
@@ -520,8 +548,6 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     comparison JSON, executed notebook, HTML and figures go beside the candidate's report, under
     `comparisons/`; for a candidate on S3 they are written locally, then uploaded beside it.
     """
-    import papermill
-
     from evalbook.compare.tables import pairing_warnings
     from evalbook.report.reader import ReportUnreadable, read_report
 
@@ -559,35 +585,94 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
                   "candidate": candidate_location, "run_dir": str(output_dir),
                   "comparison_path": str(comparison_path), "run_id": comparison_id,
                   **(notebook_parameters or {})}
-    output = output_dir / f"{COMPARE_STAGE}.ipynb"
     print(f"[evalbook] comparing {baseline_location} (baseline) with {candidate_location} (candidate)",
           file=log, flush=True)
-    try:
-        with ipc_kernel() as kernel:
-            papermill.execute_notebook(str(NOTEBOOKS / f"{COMPARE_STAGE}.ipynb"), str(output),
-                                       parameters=parameters, kernel_name="python3",
-                                       cwd=str(NOTEBOOKS), progress_bar=False, **kernel)
-    except Exception as error:  # noqa: BLE001 - reported with the executed notebook
-        message = _quote_failure(COMPARE_STAGE, output, error)
-        if output.exists():
-            message += f"\nHTML: {render_stage_html(COMPARE_STAGE, output)['html']}"
-        write_new(output_dir / "FAILED", (message + "\n").encode("utf-8"))
-        raise RunFailed(message) from error
-    pages = render_stage_html(COMPARE_STAGE, output)
-    if not comparison_path.exists():
-        raise RunFailed(f"{COMPARE_STAGE} ran but wrote no comparison at {comparison_path}")
+    pages = _execute_beside_runs(COMPARE_STAGE, parameters, output_dir, comparison_path, "comparison")
     for warning in pairing_warnings(json.loads(comparison_path.read_text("utf-8"))):
         print(f"[evalbook] warning: {warning}", file=log, flush=True)
     result = ComparisonRun(comparison_id, output_dir, comparison_path, pages["html"], pages["html_noinput"],
                            str(comparison_path))
     rebuild_index(local_root, log)
     if remote:
-        from evalbook.publish.storage import StorageError, publish_run
+        result.location = _publish_beside(output_dir, comparison_path, parent,
+                                          comparisons_url(candidate_location), "comparison")
+    return result
 
-        remote_parent = comparisons_url(candidate_location)
-        try:
-            publish_run(output_dir, comparison_path, parent, remote_parent)
-        except StorageError as error:
-            raise PublishFailed(f"{error}\nthe comparison is kept locally at {output_dir}") from error
-        result.location = f"{remote_parent}/{comparison_path.name}"
+
+def _publish_beside(output_dir: Path, document: Path, parent: Path, remote_parent: str, what: str) -> str:
+    """Upload a comparison's or calibration's folder, then its JSON, to `remote_parent`; the
+    JSON's URL. A refused upload keeps the local copy and says where it is."""
+    from evalbook.publish.storage import StorageError, publish_run
+
+    try:
+        publish_run(output_dir, document, parent, remote_parent)
+    except StorageError as error:
+        raise PublishFailed(f"{error}\nthe {what} is kept locally at {output_dir}") from error
+    return f"{remote_parent}/{document.name}"
+
+
+CALIBRATE_STAGE = "06_calibrate"
+
+
+@dataclass
+class CalibrationRun:
+    calibration_id: str
+    output_dir: Path
+    calibration_path: Path
+    html: str | None
+    html_noinput: str | None
+    # where the calibration JSON lives for readers: its local path, or its s3:// URL
+    location: str = ""
+
+
+def run_calibration(params_path: str, run: str | None, labels: str,
+                    notebook_parameters: dict[str, Any] | None = None,
+                    log: TextIO | None = None, overrides: list[str] | None = None) -> CalibrationRun:
+    """Run 06_calibrate with Papermill on a run (id, prefix, report path or URL; None: the latest
+    successful run of the profile's env) and a labels file.
+
+    The labels are read, checked and matched to the run's examples before anything is written,
+    so a bad labels file stops here (LabelError). The calibration JSON goes in the run folder's
+    `calibration/`, beside its own folder (executed notebook, HTML, figures, params.yaml); for a
+    run on S3 they are written locally, then uploaded into the run's folder there.
+    """
+    from evalbook.calibrate.context import latest_run
+    from evalbook.calibrate.labels import match_labels, read_labels
+    from evalbook.calibrate.settings import Settings
+    from evalbook.report.reader import ReportUnreadable, read_report
+
+    log = log or sys.stderr
+    profile = load_profile(params_path, parse_overrides(overrides), override_root=Path.cwd())
+    local_root = local_outputs_root(profile)
+    given = {key: value for key, value in (notebook_parameters or {}).items() if value is not None}
+    settings = Settings(**{("seed" if key == "bootstrap_seed" else key): value for key, value in given.items()})
+    try:
+        location = find_report(local_root, run, profile["env"]) if run else latest_run(local_root, profile["env"])
+        report = read_report(location)
+    except ReportUnreadable as error:  # a named run that cannot be used: exit 2, before any write
+        raise RunNotFound(str(error)) from error
+    labels_path = labels if is_remote(labels) else str(Path(labels).resolve())
+    match_labels(read_labels(labels_path, settings.label_kind),
+                 [example["id"] for example in report.examples], report.run_id)
+    created = datetime.now(timezone.utc)
+    calibration_id = f"{report.run_id[:8]}-{created:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:4]}"
+    remote = is_remote(location)
+    parent = remote_calibration_folder(local_root, profile["env"]) if remote else calibration_folder(Path(location))
+    output_dir, calibration_path = parent / calibration_id, parent / f"{calibration_id}.json"
+    if output_dir.exists() or calibration_path.exists():
+        raise RunFailed(f"calibration {calibration_id} already exists at {output_dir}")
+    output_dir.mkdir(parents=True)
+    resolved = output_dir / "params.yaml"
+    write_new(resolved, yaml.safe_dump(resolved_values(profile), sort_keys=False).encode("utf-8"))
+    parameters = {**given, "params_path": str(resolved), "run": location, "labels_path": labels_path,
+                  "run_dir": str(output_dir), "calibration_path": str(calibration_path),
+                  "run_id": calibration_id}
+    print(f"[evalbook] calibrating {location} against {labels_path}", file=log, flush=True)
+    pages = _execute_beside_runs(CALIBRATE_STAGE, parameters, output_dir, calibration_path, "calibration")
+    result = CalibrationRun(calibration_id, output_dir, calibration_path, pages["html"], pages["html_noinput"],
+                            str(calibration_path))
+    rebuild_index(local_root, log)
+    if remote:
+        result.location = _publish_beside(output_dir, calibration_path, parent, calibration_url(location),
+                                          "calibration")
     return result

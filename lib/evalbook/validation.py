@@ -29,6 +29,7 @@ jsonschema = _import_jsonschema()
 
 REPORT_SCHEMA = "report-v1.json"
 COMPARISON_SCHEMA = "compare-v1.json"
+CALIBRATION_SCHEMA = "calibrate-v1.json"
 
 
 class ReportError(ValueError):

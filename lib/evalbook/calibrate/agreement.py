@@ -215,12 +215,17 @@ def _one_class_reason(passed: np.ndarray) -> str | None:
     return None
 
 
-def _roc_auc(scores: np.ndarray, passed: np.ndarray) -> float:
-    # A resample can draw one class only; AUC is then undefined, and NaN says so.
+def _resampled_auc(scores: np.ndarray, passed: np.ndarray) -> float:
+    """The AUC of one bootstrap resample, as the Mann-Whitney U of the passing scores against the
+    failing ones over n_pass * n_fail (scipy.stats.mannwhitneyu): the same number as
+    roc_auc_score, ties counting half, at a tenth of its cost per call (its input checks), which
+    the 2000 resamples of every metric pay. A resample can draw one class only; AUC is then
+    undefined, and NaN says so."""
     outcome = passed.astype(bool)
     if _one_class_reason(outcome):
         return math.nan
-    return float(metrics.roc_auc_score(outcome, scores))
+    winners, losers = scores[outcome], scores[~outcome]
+    return float(stats.mannwhitneyu(winners, losers).statistic) / (winners.size * losers.size)
 
 
 def roc(scores: Sequence[Any], passed: Sequence[Any], *, resamples: int, seed: int,
@@ -243,7 +248,7 @@ def roc(scores: Sequence[Any], passed: Sequence[Any], *, resamples: int, seed: i
     reason = _one_class_reason(passed_array)
     if reason:
         return {**result, "auc": None, "low": None, "high": None, "reason": reason, "curve": None}
-    interval = bootstrap_interval(_roc_auc, score_array, passed_array, resamples=resamples,
+    interval = bootstrap_interval(_resampled_auc, score_array, passed_array, resamples=resamples,
                                   seed=seed, confidence=confidence)
     fpr, tpr, thresholds = metrics.roc_curve(passed_array, score_array, drop_intermediate=False)
     curve = {"fpr": [float(x) for x in fpr], "tpr": [float(x) for x in tpr],

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evalbook.calibrate.settings import LABEL_KINDS
 from evalbook.load import (
     LoadError,
     _near_miss_kind,
@@ -30,7 +31,6 @@ from evalbook.load import (
     read_records,
 )
 
-KINDS = ("ordinal", "binary", "continuous")
 KIND_FLAG = "--label-kind"
 COLUMNS = ("id", "label", "rater", "note")
 BINARY_WORDS = {"pass": 1.0, "fail": 0.0, "true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0}
@@ -320,9 +320,9 @@ def read_labels(path: str, kind: str | None = None) -> Labels:
     """Read and check a labels file; `kind` is "ordinal", "binary" or "continuous", or None to
     infer it (only binary words or 0/1: binary; whole numbers with at most 11 levels: ordinal;
     else continuous)."""
-    if kind is not None and kind not in KINDS:
+    if kind is not None and kind not in LABEL_KINDS:
         raise LabelError(path, f"label kind {kind!r} is not one of "
-                         f"{', '.join(repr(k) for k in KINDS)} ({KIND_FLAG})", column="label")
+                         f"{', '.join(repr(k) for k in LABEL_KINDS)} ({KIND_FLAG})", column="label")
     frame = read_records(path)
     ignored = _check_columns(frame, path)
     ids = _names(frame, path, "id", "ids", "every row needs the id of the example it labels; "

@@ -1,0 +1,56 @@
+"""How a calibration is computed: the bootstrap, the pass mark of the labels, the target precision.
+
+`DEFAULTS` are evalbook's, written once here and read by the command line, 06_calibrate and
+`build_calibration`. This module imports nothing heavy, so the command line can read it at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LABEL_KINDS = ("ordinal", "binary", "continuous")
+
+
+class CalibrationError(ValueError):
+    """A calibration that cannot be computed or written as asked; the message says why."""
+
+
+def _whole(name: str, value: object, lowest: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < lowest:
+        kind = "a positive" if lowest == 1 else "a non-negative"
+        raise CalibrationError(f"{name} must be {kind} integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a calibration is computed. Its defaults are evalbook's."""
+
+    resamples: int = 2000  # bootstrap resamples for each confidence interval
+    seed: int = 0  # bootstrap seed
+    confidence: float = 0.95  # confidence level of the intervals
+    # An ordinal or continuous label at or above this counts as a pass (4 on a 1-5 scale: "correct,
+    # with a small gap" or better). Binary labels need no cut.
+    good_label_min: float = 4.0
+    # The second threshold of each metric is the lowest one whose precision reaches this: the score
+    # above which an answer the metric passes is a human pass this often.
+    target_precision: float = 0.9
+    n_disagreements: int = 3  # examples listed per metric where metric and humans disagree most
+    label_kind: str | None = None  # ordinal, binary or continuous; None: inferred and stated
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resamples", _whole("resamples", self.resamples, 1))
+        object.__setattr__(self, "seed", _whole("seed", self.seed, 0))
+        object.__setattr__(self, "n_disagreements", _whole("n_disagreements", self.n_disagreements, 0))
+        if not 0 < self.confidence < 1:
+            raise CalibrationError(f"confidence must lie strictly between 0 and 1, got {self.confidence}")
+        if not 0 < self.target_precision <= 1:
+            raise CalibrationError(f"target_precision must lie in (0, 1], got {self.target_precision}")
+        if self.label_kind is not None and self.label_kind not in LABEL_KINDS:
+            raise CalibrationError(f"label_kind must be one of {', '.join(LABEL_KINDS)} (or None to "
+                                   f"infer it), got {self.label_kind!r}")
+        for name in ("confidence", "target_precision", "good_label_min"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+
+
+DEFAULTS = Settings()
