@@ -11,7 +11,9 @@ import pytest
 
 from browser import inspect_offline
 from evalbook.publish.pages import external_references
-from evalbook.publish.index import COMPARISONS_DIR, MISSING, build_index, collect_comparisons, collect_runs
+from evalbook.layout import CALIBRATION_DIR
+from evalbook.publish.index import (COMPARISONS_DIR, MISSING, build_index, collect_calibrations, collect_comparisons,
+                                    collect_runs)
 
 JUDGED = "11111111-1111-4111-8111-111111111111"
 FAILED = "22222222-2222-4222-8222-222222222222"
@@ -261,6 +263,32 @@ def test_comparisons_get_their_own_table_with_deltas_and_links(outputs):
     assert external_references(page) == []
     # the comparisons are not runs
     assert name not in [row["run_id"] for row in collect_runs(outputs)]
+
+
+def test_calibrations_get_their_own_table_with_rho_alpha_and_links(outputs):
+    calibrations = outputs / "local/eval-runs/2026/11/29/run-<a>" / CALIBRATION_DIR
+    name = "run-a-20261129T110000Z-9c1d"
+    (calibrations / name).mkdir(parents=True)
+    (calibrations / name / "06_calibrate.noinput.html").write_text("<html></html>", "utf-8")
+    rho = {"estimate": 0.688, "low": 0.408, "high": 0.872, "p_value": 0.0, "reason": None}
+    doc = {"kind": "calibration", "created_at": "2026-11-29T11:00:00Z", "run": {"run_id": "run-<a>"},
+           "labels": {"path": "/somewhere/labels<x>.csv", "kind": "ordinal"}, "matching": {"n_matched": 32},
+           "raters": {"alpha": 0.993},
+           "metrics": [{"metric": "bertscore_f1", "rank_agreement": {"spearman": rho}},
+                       {"metric": "sentence_cosine", "rank_agreement": None}]}
+    (calibrations / f"{name}.json").write_text(json.dumps(doc), "utf-8")
+    (calibrations / "broken.json").write_text("{nope", "utf-8")
+    rows = {row["path"].name: row for row in collect_calibrations(outputs)}
+    assert rows[f"{name}.json"]["rho"] == {"bertscore_f1": (0.688, 0.408, 0.872), "sentence_cosine": None}
+    assert rows[f"{name}.json"]["labels"] == "labels<x>.csv", "the file's name, not where it lay"
+    assert rows["broken.json"]["reason"]
+    page = build_index(outputs).read_text("utf-8")
+    assert "<h2>Calibrations</h2>" in page and "2 calibrations" in page
+    assert "0.688" in page and "[0.408, 0.872]" in page and "0.993" in page
+    assert "run-&lt;a&gt;" in page and "labels&lt;x&gt;.csv" in page, "values are escaped"
+    assert "/somewhere" not in page
+    assert "06_calibrate.noinput.html" in page and "unreadable" in page
+    assert external_references(page) == []
 
 
 # ---------------------------------------------------------------- live, crashed and interrupted runs

@@ -22,7 +22,8 @@ from evalbook.metrics import METRICS, of_kind
 from evalbook.metrics import metric as registered
 from evalbook.publish.pages import noinput_path
 from evalbook.report.reader import RunReport
-from evalbook.layout import COMPARISONS_DIR, RUN_DAY_GLOB, report_path, run_env, run_folders
+from evalbook.layout import (CALIBRATION_DIR, COMPARISONS_DIR, REMOTE_CALIBRATIONS_DIR, RUN_DAY_GLOB, report_path,
+                             run_env, run_folders)
 
 INDEX_NAME = "index.html"
 REPORT_NOTEBOOK = "04_report.ipynb"
@@ -435,10 +436,95 @@ when the whole interval lies below (worse) or above (better) zero.</p>
 </table>"""
 
 
+_CALIBRATION_GLOBS = (f"{RUN_DAY_GLOB}/*/{CALIBRATION_DIR}/*.json", f"*/{REMOTE_CALIBRATIONS_DIR}/*.json")
+CALIBRATE_PAGES = ("06_calibrate.noinput.html", "06_calibrate.html")
+# the metrics whose agreement with the labels the index shows: the headline similarity metrics
+CALIBRATION_COLUMNS = HEADLINE_DELTAS
+
+
+def _spearman(doc: dict[str, Any], name: str) -> tuple[float, float | None, float | None] | None:
+    entry = next((m for m in doc.get("metrics", []) if isinstance(m, dict) and m.get("metric") == name), None)
+    spearman = _field(entry, "rank_agreement", "spearman")
+    if not isinstance(spearman, dict) or spearman.get("estimate") is None:
+        return None
+    return spearman["estimate"], spearman.get("low"), spearman.get("high")
+
+
+def collect_calibrations(outputs_root: Path) -> list[dict[str, Any]]:
+    """One row per calibration JSON under `outputs_root` (06_calibrate's output), newest first.
+
+    Each row holds path, html (the calibration page, when it exists), reason (why the file is
+    unreadable, else None), created_at, run_id, labels (the labels file's name), kind,
+    n_matched, alpha (the raters' Krippendorff's alpha) and rho {metric: (estimate, low, high)
+    or None} for the headline similarity metrics.
+    """
+    outputs_root = Path(outputs_root)
+    rows = []
+    for path in sorted({p for pattern in _CALIBRATION_GLOBS for p in outputs_root.glob(pattern)}):
+        doc, error = _read_json(path, "calibration JSON")
+        page = next((path.with_suffix("") / name for name in CALIBRATE_PAGES
+                     if (path.with_suffix("") / name).is_file()), None)
+        row: dict[str, Any] = {"path": path, "html": page, "reason": error, "created_at": None, "run_id": None,
+                               "labels": None, "kind": None, "n_matched": None, "alpha": None, "rho": {}}
+        if doc is not None and doc.get("kind") == "calibration":
+            labels_path = _field(doc, "labels", "path")
+            row.update(created_at=_utc(doc.get("created_at")), run_id=_field(doc, "run", "run_id"),
+                       labels=Path(labels_path).name if isinstance(labels_path, str) else None,
+                       kind=_field(doc, "labels", "kind"), n_matched=_field(doc, "matching", "n_matched"),
+                       alpha=_field(doc, "raters", "alpha"),
+                       rho={name: _spearman(doc, name) for name in CALIBRATION_COLUMNS})
+        elif doc is not None:
+            row["reason"] = "not a calibration document (kind is not 'calibration')"
+        rows.append(row)
+    oldest = datetime.min.replace(tzinfo=timezone.utc)
+    return sorted(rows, key=lambda row: (row["created_at"] or oldest, str(row["path"])), reverse=True)
+
+
+def _rho_cell(rho: tuple[float, float | None, float | None] | None) -> str:
+    if rho is None:
+        return f'<td class="num">{MISSING}</td>'
+    estimate, low, high = rho
+    interval = f'<br><span class="ci">[{_number(low)}, {_number(high)}]</span>' if low is not None else ""
+    return f'<td class="num">{_number(estimate)}{interval}</td>'
+
+
+def _calibration_row_html(row: dict[str, Any], page_dir: Path) -> str:
+    created = row["created_at"].strftime("%Y-%m-%d %H:%M") if row["created_at"] else MISSING
+    links = [f'<a href="{_href(page_dir, row["path"])}">JSON</a>']
+    if row["html"] is not None:
+        links.insert(0, f'<a href="{_href(page_dir, row["html"])}">calibration</a>')
+    if row["reason"]:
+        return (f"<tr><td>{created}</td><td colspan=\"{4 + len(CALIBRATION_COLUMNS)}\">unreadable: "
+                f"{escape_html(row['reason'])}</td><td>{' · '.join(links)}</td></tr>")
+    return (f"<tr><td>{created}</td><td>{_text(row['run_id'])}</td><td>{_text(row['labels'])}</td>"
+            f'<td class="num">{_text(row["n_matched"])}</td><td class="num">{_number(row["alpha"])}</td>'
+            + "".join(_rho_cell(row["rho"].get(name)) for name in CALIBRATION_COLUMNS)
+            + f"<td>{' · '.join(links)}</td></tr>")
+
+
+def _calibrations_html(calibrations: list[dict[str, Any]], page_dir: Path) -> str:
+    if not calibrations:
+        return ""
+    body = "\n".join(_calibration_row_html(row, page_dir) for row in calibrations)
+    heads = "".join(f'<th class="num">&rho; {escape_html(registered(name).label)}</th>' for name in CALIBRATION_COLUMNS)
+    return f"""<h2>Calibrations</h2>
+<p class="summary">{len(calibrations)} calibration{"" if len(calibrations) == 1 else "s"} against human labels,
+newest first: Spearman's &rho; of each metric with the labels, with its 95% bootstrap interval,
+beside the raters' own agreement (Krippendorff's &alpha;), the ceiling a metric can reach.</p>
+<table>
+<thead><tr><th>Created (UTC)</th><th>Run</th><th>Labels</th><th class="num">Labelled</th>
+<th class="num">Raters' &alpha;</th>{heads}<th>Files</th></tr></thead>
+<tbody>
+{body}
+</tbody>
+</table>"""
+
+
 def render_index(rows: list[dict[str, Any]], page_dir: Path,
-                 comparisons: list[dict[str, Any]] | None = None) -> str:
-    """The index page for `rows` (from collect_runs) and `comparisons` (from collect_comparisons),
-    with links relative to `page_dir`."""
+                 comparisons: list[dict[str, Any]] | None = None,
+                 calibrations: list[dict[str, Any]] | None = None) -> str:
+    """The index page for `rows` (from collect_runs), `comparisons` (from collect_comparisons) and
+    `calibrations` (from collect_calibrations), with links relative to `page_dir`."""
     judge_metrics = _judge_metric_names(rows)
     headers = ["Started (UTC)", "Env", "Status", "Dataset", "Models", "Judge", "Overrides"]
     labels = [*(registered(name).label for name in RUN_COLUMNS),
@@ -472,16 +558,18 @@ Newest first. Scores are means over each run's examples (judge metrics: over its
 </tbody>
 </table>
 {_comparisons_html(comparisons or [], page_dir)}
+{_calibrations_html(calibrations or [], page_dir)}
 </body>
 </html>
 """
 
 
 def build_index(outputs_root: Path) -> Path:
-    """Write `<outputs_root>/index.html` listing every run and every comparison, replacing the
-    previous index atomically."""
+    """Write `<outputs_root>/index.html` listing every run, comparison and calibration, replacing
+    the previous index atomically."""
     outputs_root = Path(outputs_root)
-    page = render_index(collect_runs(outputs_root), outputs_root, collect_comparisons(outputs_root))
+    page = render_index(collect_runs(outputs_root), outputs_root, collect_comparisons(outputs_root),
+                        collect_calibrations(outputs_root))
     index = outputs_root / INDEX_NAME
     write_atomically(index, page.encode("utf-8"), overwrite=True)
     return index
