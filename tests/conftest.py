@@ -1,17 +1,53 @@
-"""Fixtures shared by the test files: the default profile, loaded or as values to edit, and profile
-files written into tmp_path. Each test gets its own copy of everything it may edit."""
+"""Fixtures shared by the test files: the default profile, loaded or as values to edit, profile
+files written into tmp_path, and two real runs of the sample. Each test gets its own copy of
+everything it may edit, except the runs, which are made once for the whole session (a test that
+writes beside them copies their outputs root first)."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 
 from evalbook.params import Profile, load_profile
-from paths import DEFAULT_PROFILE, read_default_values
+from paths import DEFAULT_PROFILE, NO_JUDGE, TRUNCATED, read_default_values
+
+if TYPE_CHECKING:
+    from evalbook.runner import RunResult
+
+
+@dataclass
+class SampleRuns:
+    outputs: Path
+    profile: Path  # a copy of default.yaml whose outputs_root is `outputs`, as a user would point it
+    baseline: RunResult  # the sample as it is
+    candidate: RunResult  # the sample with its answers truncated (predictions-truncated.jsonl)
+
+
+@pytest.fixture(scope="session")
+def sample_runs(tmp_path_factory) -> SampleRuns:
+    """Two real runs of the sample without a judge, made once: the baseline scores
+    data/sample/predictions.jsonl, the candidate changes one parameter, predictions_path, to the
+    truncated answers."""
+    from evalbook.runner import run_pipeline
+
+    outputs = tmp_path_factory.mktemp("outputs")
+    common = [f"outputs_root={outputs}", NO_JUDGE]
+    with pytest.MonkeyPatch.context() as patch:
+        # run_pipeline sets HF_HUB_OFFLINE=1 for the offline default profile; this undoes it after.
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        baseline = run_pipeline(str(DEFAULT_PROFILE), common)
+        candidate = run_pipeline(str(DEFAULT_PROFILE), [*common, f"predictions_path={TRUNCATED}"])
+    values = read_default_values(absolute_data_paths=True)
+    values["outputs_root"] = str(outputs)
+    profile = tmp_path_factory.mktemp("params") / "profile.yaml"
+    profile.write_text(yaml.safe_dump(values, sort_keys=False), "utf-8")
+    return SampleRuns(outputs, profile, baseline, candidate)
 
 
 @pytest.fixture

@@ -13,6 +13,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PROFILE = ROOT / "params" / "default.yaml"
 DATA_PATH_KEYS = ("input_path", "predictions_path")
+TRUNCATED = ROOT / "data" / "sample" / "predictions-truncated.jsonl"
+# Port 1 has no judge server, whatever runs on this machine: the judge must record not_run.
+NO_JUDGE = "judge.base_url=http://127.0.0.1:1/v1"
 
 
 def read_default_values(*, absolute_data_paths: bool = False) -> dict:

@@ -26,13 +26,9 @@ from browser import inspect_offline, offline_browser
 from evalbook.compare.document import validate_comparison
 from evalbook.publish.pages import external_references, noinput_path
 from evalbook.publish.index import COMPARISONS_DIR, build_index, collect_runs
-from evalbook.runner import RunResult, run_pipeline
-from paths import DEFAULT_PROFILE, ROOT, read_default_values
+from paths import DEFAULT_PROFILE, ROOT, TRUNCATED
 
-TRUNCATED = ROOT / "data" / "sample" / "predictions-truncated.jsonl"
 N_SAMPLE = 32
-# Port 1 has no judge server, whatever runs on this machine: the judge must record not_run.
-NO_JUDGE = "judge.base_url=http://127.0.0.1:1/v1"
 # 04_report's figures on the sample; the judge's two are not drawn when the judge did not run.
 DRAWN_FIGURES = {"similarity-distributions", "f1-vs-cosine", "retrieval-ranks"}
 JUDGE_FIGURES = {"groundedness-vs-relevance", "pass-rate-by-threshold"}
@@ -40,14 +36,6 @@ JUDGE_FIGURES = {"groundedness-vs-relevance", "pass-rate-by-threshold"}
 # may move either way, so it is not asserted.
 LOST_BY_TRUNCATION = ("bertscore_f1", "bertscore_recall", "sentence_cosine")
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
-
-
-@dataclass
-class Runs:
-    outputs: Path
-    profile: Path  # a copy of default.yaml whose outputs_root is `outputs`, as a user would point it
-    baseline: RunResult
-    candidate: RunResult
 
 
 @dataclass
@@ -84,19 +72,8 @@ def first_half(answer: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> Runs:
-    outputs = tmp_path_factory.mktemp("outputs")
-    common = [f"outputs_root={outputs}", NO_JUDGE]
-    with pytest.MonkeyPatch.context() as patch:
-        # run_pipeline sets HF_HUB_OFFLINE=1 for the offline default profile; this undoes it after.
-        patch.setenv("HF_HUB_OFFLINE", "1")
-        baseline = run_pipeline(str(DEFAULT_PROFILE), common)
-        candidate = run_pipeline(str(DEFAULT_PROFILE), [*common, f"predictions_path={TRUNCATED}"])
-    values = read_default_values(absolute_data_paths=True)
-    values["outputs_root"] = str(outputs)
-    profile = tmp_path_factory.mktemp("params") / "profile.yaml"
-    profile.write_text(yaml.safe_dump(values, sort_keys=False), "utf-8")
-    return Runs(outputs, profile, baseline, candidate)
+def runs(sample_runs):
+    return sample_runs
 
 
 @pytest.fixture(scope="module")
