@@ -396,3 +396,34 @@ def test_two_s3_runs_are_compared_from_s3_and_the_comparison_published_beside_th
         assert admin.get_object(Bucket=bucket, Key=key)["Body"].read() == path.read_bytes(), key
     puts = [request for request in compared.requests if request.method == "PUT"]
     assert puts[-1] == Request("PUT", "/" + comparison_url.removeprefix("s3://"), 200)
+
+
+def test_a_run_on_s3_is_calibrated_from_s3_and_the_calibration_published_into_its_folder(
+        published, server, admin, bucket, aws_environment, in_process_aws, relocated_default_values,
+        write_profile):
+    assert published.completed.returncode == 0, failure(published)
+    remote_root = f"s3://{bucket}/{PREFIX}"
+    relocated_default_values.update(outputs_root=remote_root, local_outputs_root=str(published.local_root))
+    params = write_profile(relocated_default_values, "s3-calibrate.yaml")
+    report_url = published.last_line
+    calibrated = cli(server, admin, bucket, aws_environment, published.local_root,
+                     ["calibrate", "--params", str(params), "--run", report_url,
+                      "--labels", str(ROOT / "data" / "sample" / "labels.csv"), "--resamples", "200"])
+    assert calibrated.completed.returncode == 0, failure(calibrated)
+    assert Request("GET", "/" + report_url.removeprefix("s3://"), 200) in calibrated.requests
+
+    url = calibrated.last_line
+    name = re.fullmatch(re.escape(report_url.removesuffix(".json")) + r"/calibration/(?P<id>[^/]+)\.json", url)
+    assert name, f"{url} is not in the calibration folder of the run {report_url}"
+    (folder_line,) = [line for line in calibrated.completed.stdout.splitlines()
+                      if line.startswith("calibration folder: ")]
+    output_dir = Path(folder_line.removeprefix("calibration folder: "))
+    body = read_bytes(url)
+    assert body == (output_dir.parent / f"{name['id']}.json").read_bytes()
+    doc = json.loads(body)
+    assert doc["run"]["location"] == report_url and doc["matching"]["n_matched"] == 3
+    remote_folder = f"{report_url.removesuffix('.json')}/calibration/{name['id']}".removeprefix(f"s3://{bucket}/")
+    assert list_keys(admin, bucket, remote_folder + "/") == sorted(
+        f"{remote_folder}/{path.relative_to(output_dir).as_posix()}" for path in files_under(output_dir))
+    puts = [request for request in calibrated.requests if request.method == "PUT"]
+    assert puts[-1] == Request("PUT", "/" + url.removeprefix("s3://"), 200)
