@@ -90,19 +90,24 @@ def _pass_fail(metric: Metric, report: RunReport, scores: np.ndarray, passed: np
     roc = agreement.roc(scores, passed, resamples=settings.resamples, seed=settings.seed,
                         confidence=settings.confidence)
     configured, where = configured_threshold(metric, report)
+    one_class = "undefined: the labelled examples are all of one class"
     youden = agreement.youden_threshold(scores, passed)
-    precise = agreement.precision_threshold(scores, passed, settings.target_precision)
+    # When every example passes, every threshold has precision 1: the lowest score would be
+    # "chosen" without telling passes from fails.
+    precise = None if youden is None else agreement.precision_threshold(scores, passed,
+                                                                        settings.target_precision)
     target = f"{settings.target_precision:g}"
+    if precise is not None:
+        precise_reason = f"the lowest threshold whose precision reaches {target}"
+    else:
+        precise_reason = one_class if youden is None else f"no threshold reaches a precision of {target}"
     thresholds = [
         _threshold_entry("configured", metric, _flip(metric, configured),
                          where, scores, passed, levels),
         _threshold_entry("youden", metric, youden,
                          "maximises Youden's J (true-positive rate minus false-positive rate)"
-                         if youden is not None else "undefined: the labelled examples are all of one class",
-                         scores, passed, levels),
-        _threshold_entry("target_precision", metric, precise,
-                         f"the lowest threshold whose precision reaches {target}" if precise is not None
-                         else f"no threshold reaches a precision of {target}", scores, passed, levels),
+                         if youden is not None else one_class, scores, passed, levels),
+        _threshold_entry("target_precision", metric, precise, precise_reason, scores, passed, levels),
     ]
     return {"n": int(len(scores)), "roc": roc, "thresholds": thresholds}
 
