@@ -72,3 +72,30 @@ def test_a_rerun_is_served_entirely_from_the_cache(two_runs):
         return {e["id"]: {m: e["judge"][m]["score"] for m in ("groundedness", "relevance", "criteria")}
                 for e in report["examples"] if e["judge"] and e["judge"]["status"] == "judged"}
     assert scores(first) == scores(second)
+
+
+def test_the_judged_run_is_calibrated_with_its_judge_metrics(two_runs, tmp_path):
+    from evalbook.calibrate.document import validate_calibration
+    from evalbook.runner import run_calibration
+
+    (_, report), first = two_runs
+    outputs = first.run_dir.parents[5]
+    result = run_calibration(LOCAL_JUDGE, report["run_id"], str(ROOT / "data" / "sample" / "labels.csv"),
+                             {"resamples": 200}, overrides=[f"outputs_root={outputs}"])
+    doc = json.loads(result.calibration_path.read_text("utf-8"))
+    validate_calibration(doc)
+    assert doc["valid_for"]["judge_label"] == report["judge_summary"]["label"]
+    assert doc["valid_for"]["judge_model"] == report["models"]["judge"]
+    by_name = {entry["metric"]: entry for entry in doc["metrics"]}
+    for name, summary in report["judge_summary"]["metrics"].items():
+        entry = by_name[name]  # every metric the judge ran is calibrated, or says why not
+        scored = [e for e in report["examples"] if e["judge"] and e["judge"]["status"] == "judged"
+                  and e["judge"][name]["score"] is not None]
+        assert entry["n"] == len(scored)
+        if entry["n"] < 2:
+            assert entry["skipped_reason"], entry
+            continue
+        configured = next(t for t in entry["pass_fail"]["thresholds"] if t["name"] == "configured")
+        assert configured["value"] == summary["threshold"] and "placeholder" in configured["reason"]
+        levels = {len(e["judge"][name]["score_levels"]) - 1 for e in scored if e["judge"][name].get("score_levels")}
+        assert {level["n_items"] for level in entry["score_levels"] or []} == levels
