@@ -296,6 +296,19 @@ def test_rank_thresholds_are_ranks_read_at_or_below(ordered_by_rank):
     assert {k: configured["confusion"][k] for k in ("tp", "fp", "fn", "tn")} == {"tp": 2, "fp": 1, "fn": 0, "tn": 2}
     assert threshold_of(entry, "target_precision")["value"] == 2.0
     assert tables._threshold_text(youden, "rank") == "≤ 2"
+    validate_calibration(doc)
+
+
+def test_the_rank_roc_curve_is_sklearns_with_thresholds_in_rank_units(ordered_by_rank):
+    _, doc = ordered_by_rank
+    curve = entry_of(doc, "rank")["pass_fail"]["roc"]["curve"]
+    ranks = np.arange(1, 6)
+    fpr, tpr, thresholds = metrics.roc_curve(5 - ranks + 1 >= 4, -ranks, drop_intermediate=False)
+    assert curve["fpr"] == pytest.approx(list(fpr), abs=TOLERANCE)
+    assert curve["tpr"] == pytest.approx(list(tpr), abs=TOLERANCE)
+    # like every other threshold of the rank, read as rank <= t
+    assert curve["thresholds"] == [None, *(-thresholds[1:])]
+    assert curve["thresholds"][1:] == sorted(curve["thresholds"][1:])
 
 
 # ---------------------------------------------------------------- 3. the configured thresholds
@@ -381,6 +394,8 @@ def test_binary_labels_with_a_raters_tie_leave_it_out_and_count_it(tmp_path):
             assert sum(threshold["confusion"][k] for k in ("tp", "fp", "fn", "tn")) == N_EXAMPLES - 1
     # the tie still counts in the rank agreement, at its share of passes (0.5)
     assert entry["rank_agreement"]["n"] == N_EXAMPLES
+    assert doc["pass_fail"]["good_label_min"] is None
+    validate_calibration(doc)
 
 
 def test_continuous_labels_rank_and_pass_at_good_label_min(tmp_path):
@@ -396,6 +411,7 @@ def test_continuous_labels_rank_and_pass_at_good_label_min(tmp_path):
     assert close(entry["rank_agreement"]["spearman"]["estimate"], stats.spearmanr(scores, labels).statistic)
     assert [e["passed"] for e in doc["examples"]] == [bool(label >= 0.5) for label in labels]
     assert close(entry["pass_fail"]["roc"]["auc"], metrics.roc_auc_score(labels >= 0.5, scores))
+    validate_calibration(doc)
 
 
 def test_every_example_passing_has_no_roc_no_thresholds_and_says_why(tmp_path):
@@ -430,6 +446,7 @@ def test_unknown_and_unlabelled_ids_are_counted_and_listed(tmp_path):
     for identifier in ("ghost-1", "ghost-2", "q18", "q19"):
         assert f"<code>{identifier}</code>" in shown
     assert "2 of the run's 20 examples have no label, and 2 label ids" in tables.headline_html(doc)
+    assert doc["raters"]["n_units"] == N_EXAMPLES - 2  # the raters' agreement over the matched ids only
 
 
 # ---------------------------------------------------------------- 7. too few values
@@ -514,6 +531,7 @@ def hostile_doc(tmp_path):
 
 
 def test_hostile_text_reaches_the_pages_only_escaped(hostile_doc):
+    validate_calibration(hostile_doc)
     assert_only_escaped(tables.headline_html(hostile_doc), "headline_html")
     assert_only_escaped(tables.matching_html(hostile_doc), "matching_html")
     for name in ("bertscore_f1", "groundedness"):

@@ -89,6 +89,8 @@ def _pass_fail(metric: Metric, report: RunReport, scores: np.ndarray, passed: np
                levels: list[dict[str, Any]] | None, settings: Settings) -> dict[str, Any]:
     roc = agreement.roc(scores, passed, resamples=settings.resamples, seed=settings.seed,
                         confidence=settings.confidence)
+    if roc["curve"] is not None:  # the curve's thresholds too are read in the metric's own units
+        roc["curve"]["thresholds"] = [_flip(metric, t) for t in roc["curve"]["thresholds"]]
     configured, where = configured_threshold(metric, report)
     one_class = "undefined: the labelled examples are all of one class"
     youden = agreement.youden_threshold(scores, passed)
