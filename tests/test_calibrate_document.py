@@ -326,6 +326,18 @@ def test_a_judge_metric_takes_the_judge_summarys_threshold_and_says_placeholder(
     assert chosen["confusion"]["threshold"] == pytest.approx(2 / 3, abs=TOLERANCE)
 
 
+def test_the_configured_judge_threshold_passes_what_the_judge_passed(noisy):
+    report, rows, doc = noisy
+    by_id = {example["id"]: example for example in report["examples"]}
+    judged = [(by_id[e["id"]]["judge"]["groundedness"]["passed"], e["passed"]) for e in doc["examples"]
+              if by_id[e["id"]]["judge"] is not None]
+    confusion = threshold_of(entry_of(doc, "groundedness"), "configured")["confusion"]
+    assert confusion["tp"] == sum(judge and human for judge, human in judged)
+    assert confusion["fp"] == sum(judge and not human for judge, human in judged)
+    assert confusion["fn"] == sum(human and not judge for judge, human in judged)
+    assert confusion["tn"] == sum(not judge and not human for judge, human in judged)
+
+
 def test_the_rank_takes_retrieval_k_and_similarity_metrics_have_none(noisy):
     _, _, doc = noisy
     rank = threshold_of(entry_of(doc, "rank"), "configured")
@@ -357,6 +369,38 @@ def test_judge_score_levels_count_the_examples_and_read_each_threshold(noisy):
     shown = tables.levels_frame(doc)
     assert list(shown["items"]) == sorted(counts) and list(shown["examples"]) == [counts[n] for n in sorted(counts)]
     assert entry_of(doc, "bertscore_f1")["score_levels"] is None
+
+
+def percentile_ranks(values: np.ndarray) -> np.ndarray:
+    return (stats.rankdata(values, method="average") - 1) / (values.size - 1)
+
+
+def test_disagreements_are_the_largest_rank_gaps_with_their_text_and_notes(noisy):
+    report, rows, doc = noisy
+    for name in ("sentence_cosine", "rank"):
+        values, ids = values_of(doc, report, name)
+        oriented = values if registered(name).higher_is_better else -values
+        gaps = np.abs(percentile_ranks(oriented) - percentile_ranks(median_labels(rows, ids)))
+        listed = entry_of(doc, name)["disagreements"]
+        assert len(listed) == SETTINGS.n_disagreements
+        assert [d["disagreement"] for d in listed] == pytest.approx(sorted(gaps, reverse=True)[:len(listed)],
+                                                                    abs=TOLERANCE)
+        by_id = {example["id"]: example for example in report["examples"]}
+        for item in listed:
+            example = by_id[item["id"]]
+            assert item["score"] == registered(name).value(example)
+            assert (item["question"], item["reference_answer"], item["generated_answer"]) == (
+                example["question"], example["reference_answer"], example["generated_answer"])
+            assert item["note"] == f"ann: ann on {item['id']} | bob: bob on {item['id']}"
+        shown = tables.disagreements_table(doc, name).data
+        assert list(shown["id"]) == [d["id"] for d in listed]
+
+
+def test_the_label_distribution_counts_the_aggregated_labels(noisy):
+    _, rows, doc = noisy
+    counts = Counter(median_labels(rows, [e["id"] for e in doc["examples"]]).tolist())
+    assert doc["labels"]["distribution"] == [{"label": label, "n": counts[label]} for label in sorted(counts)]
+    assert doc["labels"]["n_rows"] == len(rows) and doc["labels"]["raters"] == list(RATERS)
 
 
 # ---------------------------------------------------------------- 5. pass and fail
@@ -524,7 +568,7 @@ def hostile_doc(tmp_path):
     report["examples"][0]["id"] = f"id {HOSTILE}"
     hostile_report = make_report(report["examples"], run_id=f"run {HOSTILE}", dataset=f"data {HOSTILE}")
     for row in rows:
-        row["note"] = f"note {HOSTILE}"
+        row["note"], row[f"column {HOSTILE}"] = f"note {HOSTILE}", "not read"
         row["id"] = f"id {HOSTILE}" if row["id"] == "q00" else row["id"]
     rows.append({"id": f"unknown {HOSTILE}", "label": 3, "rater": "ann", "note": HOSTILE})
     return calibrate(hostile_report, write_labels(tmp_path, rows))
@@ -534,6 +578,7 @@ def test_hostile_text_reaches_the_pages_only_escaped(hostile_doc):
     validate_calibration(hostile_doc)
     assert_only_escaped(tables.headline_html(hostile_doc), "headline_html")
     assert_only_escaped(tables.matching_html(hostile_doc), "matching_html")
+    assert hostile_doc["labels"]["ignored_columns"] == [f"column {HOSTILE}"]
     for name in ("bertscore_f1", "groundedness"):
         assert hostile_doc["metrics"] and entry_of(hostile_doc, name)["disagreements"]
         # every rater's note holds the hostile text, so every listed row does
