@@ -327,7 +327,7 @@ def test_a_judge_metric_takes_the_judge_summarys_threshold_and_says_placeholder(
 
 
 def test_the_configured_judge_threshold_passes_what_the_judge_passed(noisy):
-    report, rows, doc = noisy
+    report, _, doc = noisy
     by_id = {example["id"]: example for example in report["examples"]}
     judged = [(by_id[e["id"]]["judge"]["groundedness"]["passed"], e["passed"]) for e in doc["examples"]
               if by_id[e["id"]]["judge"] is not None]
@@ -444,13 +444,12 @@ def test_binary_labels_with_a_raters_tie_leave_it_out_and_count_it(tmp_path):
 
 def test_continuous_labels_rank_and_pass_at_good_label_min(tmp_path):
     report, _ = noisy_run()
-    f1 = [e["answer_similarity"]["bertscore"]["f1"] for e in report["examples"]]
+    scores = np.array([e["answer_similarity"]["bertscore"]["f1"] for e in report["examples"]])
     rows = [{"id": e["id"], "label": round(float(np.clip(value - 0.3, 0.05, 0.95)), 6)}
-            for e, value in zip(report["examples"], f1)]
+            for e, value in zip(report["examples"], scores)]
     doc = calibrate(report, write_labels(tmp_path, rows), Settings(resamples=50, good_label_min=0.5))
     assert doc["labels"]["kind"] == "continuous" and doc["raters"]["alpha"] is None
     labels = np.array([row["label"] for row in rows])
-    scores = np.array([e["answer_similarity"]["bertscore"]["f1"] for e in report["examples"]])
     entry = entry_of(doc, "bertscore_f1")
     assert close(entry["rank_agreement"]["spearman"]["estimate"], stats.spearmanr(scores, labels).statistic)
     assert [e["passed"] for e in doc["examples"]] == [bool(label >= 0.5) for label in labels]
@@ -530,6 +529,27 @@ def test_the_document_validates_and_a_nan_or_missing_key_does_not(noisy):
         del missing[key]
         with pytest.raises(CalibrationError, match=key):
             validate_calibration(missing)
+
+
+def test_created_at_must_be_utc(tmp_path):
+    report, rows = noisy_run()
+    labels = read_labels(write_labels(tmp_path, rows))
+    matched = match_labels(labels, [example["id"] for example in report["examples"]], report["run_id"])
+    with pytest.raises(CalibrationError, match="timezone-aware UTC"):
+        build_calibration(report, labels, matched, report_location="r.json", labels_sha256=None,
+                          created_at=datetime(2026, 12, 1, 13), calibration_id="c", settings=SETTINGS)
+
+
+def test_the_agreement_table_shows_the_documents_numbers(noisy):
+    _, _, doc = noisy
+    shown = tables.agreement_frame(doc).set_index("metric")
+    for entry in doc["metrics"]:
+        row, spearman = shown.loc[entry["label"]], entry["rank_agreement"]["spearman"]
+        assert row["Spearman ρ"] == f"{spearman['estimate']:.3f} [{spearman['low']:.3f}, {spearman['high']:.3f}]"
+        roc = entry["pass_fail"]["roc"] if entry["pass_fail"] else None
+        if roc and roc["auc"] is not None and roc["low"] is not None:
+            assert row["ROC AUC"] == f"{roc['auc']:.3f} [{roc['low']:.3f}, {roc['high']:.3f}]"
+        assert (row["n"], row["n missing"]) == (entry["n"], entry["n_missing"])
 
 
 def test_write_calibration_is_write_once_unless_overwrite(noisy, tmp_path):
