@@ -427,6 +427,9 @@ def test_binary_labels_with_a_raters_tie_leave_it_out_and_count_it(tmp_path):
     rows[1]["label"] = "fail" if rows[0]["label"] == "pass" else "pass"  # q00: the raters tie
     doc = calibrate(report, write_labels(tmp_path, rows), Settings(resamples=50))
     assert doc["labels"]["kind"] == "binary" and doc["raters"]["level"] == "nominal"
+    matrix = np.array([[float(row["label"] == "pass") for row in rows if row["rater"] == rater] for rater in RATERS])
+    assert close(doc["raters"]["alpha"], float(krippendorff.alpha(reliability_data=matrix,
+                                                                   level_of_measurement="nominal")))
     assert doc["examples"][0]["passed"] is None and doc["pass_fail"]["n_undefined"] == 1
     entry = entry_of(doc, "sentence_cosine")
     assert entry["pass_fail"]["n_undefined"] == 1 and entry["pass_fail"]["n"] == N_EXAMPLES - 1
