@@ -641,3 +641,14 @@ def test_valid_for_names_the_judge_label_and_the_model_pins(noisy, tmp_path):
     assert no_judge["valid_for"]["judge_label"] is None and no_judge["valid_for"]["judge_model"] is None
     assert "groundedness" not in [entry["metric"] for entry in no_judge["metrics"]]
     assert "no judge (it did not run)" in tables.headline_html(no_judge)
+
+
+def test_each_metric_by_label_panel_names_the_label_values_on_its_axis(tmp_path):
+    report, _ = noisy_run()
+    rows = [{"id": e["id"], "label": 1 + i % 3 + (0.5 if i == 0 else 0)} for i, e in enumerate(report["examples"])]
+    doc = calibrate(report, write_labels(tmp_path, rows), Settings(resamples=50, label_kind="continuous"))
+    shown = sorted({f"{e['label']:g}" for e in doc["examples"]}, key=float)
+    doc["labels"]["kind"] = "ordinal"  # drawn per label value, as for an ordinal scale
+    figure = figures.metric_by_label(doc)
+    drawn = [ax for ax in figure.axes if ax.get_visible()]
+    assert drawn and all([tick.get_text() for tick in ax.get_xticklabels()] == shown for ax in drawn)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import krippendorff
+import nbformat
 import numpy as np
 import pandas as pd
 import papermill
@@ -106,6 +107,10 @@ def test_the_calibration_goes_in_the_run_folder_with_its_pages_and_figures(calib
     validate_calibration(calibrated.doc)
     assert calibrated.doc["run"]["run_id"] == calibrated.run_id
     assert calibrated.doc["calibration_id"] == folder.name
+    executed = nbformat.read(folder / "06_calibrate.ipynb", as_version=4)
+    stderr = [output.get("text", "") for cell in executed.cells for output in cell.get("outputs", [])
+              if output.get("name") == "stderr"]
+    assert not stderr, stderr  # no warning reaches the page
     index = (calibrated.outputs / "index.html").read_text("utf-8")
     assert "<h2>Calibrations</h2>" in index and f"{CALIBRATION_DIR}/{folder.name}/06_calibrate.noinput.html" in index
 

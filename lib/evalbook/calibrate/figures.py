@@ -55,10 +55,15 @@ def metric_by_label(doc: dict[str, Any]) -> Figure | None:
             order = sorted(frame["label"].unique())
             frame["shown"] = [_label_text(v, kind) for v in frame["label"]]
             shown_order = [_label_text(v, kind) for v in order]
-            sns.boxplot(frame, x="shown", y="value", order=shown_order, ax=ax, color=described.colour,
-                        fill=False, showfliers=False, width=0.5)
+            # matplotlib's own boxplot: seaborn 0.13's passes an argument matplotlib 3.11 deprecates
+            groups = [frame.loc[frame["label"] == value, "value"].to_numpy() for value in order]
+            ax.boxplot(groups, positions=range(len(order)), widths=0.5, showfliers=False,
+                       orientation="vertical", boxprops={"color": described.colour},
+                       whiskerprops={"color": described.colour}, capprops={"color": described.colour},
+                       medianprops={"color": described.colour})
             sns.stripplot(frame, x="shown", y="value", order=shown_order, ax=ax, color=described.colour,
                           size=4, jitter=0.15, alpha=0.8)
+            ax.set_xticks(range(len(order)), shown_order)
         rho = entry["rank_agreement"]["spearman"]["estimate"]
         ax.set_title(f"{described.label}: rho {rho:.3f}" if rho is not None else described.label,
                      fontsize="medium")

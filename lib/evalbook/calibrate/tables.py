@@ -75,9 +75,9 @@ def _base_rate_line(doc: dict[str, Any]) -> str:
     if pass_fail["base_rate"] is None:
         return "No labelled example passes or fails, so no pass/fail agreement is computed."
     rate = pass_fail["base_rate"]
-    majority = "fail" if rate < 0.5 else "pass"
+    majority = "either answer" if rate == 0.5 else ("“fail”" if rate < 0.5 else "“pass”")
     return (f"{pass_fail['n_pass']} labelled examples pass and {pass_fail['n_fail']} fail "
-            f"({escape_html(pass_fail['rule'])}): base rate {rate:.3f}. Always predicting “{majority}” "
+            f"({escape_html(pass_fail['rule'])}): base rate {rate:.3f}. Always predicting {majority} "
             f"is right {max(rate, 1 - rate):.3f} of the time; an accuracy below that is worth nothing.")
 
 
@@ -142,7 +142,7 @@ def _why_no_auc(entry: dict[str, Any]) -> str | None:
     if spearman["estimate"] is not None and spearman["low"] is None:
         notes.append(f"no rank interval: {spearman['reason']}")
     if not entry["pass_fail"]:
-        notes.append("no pass/fail for these labels")
+        notes.append("fewer than 2 of its labelled examples pass or fail")
     elif entry["pass_fail"]["roc"]["reason"]:
         notes.append(f"ROC AUC: {entry['pass_fail']['roc']['reason']}")
     return "; ".join(notes) or None
