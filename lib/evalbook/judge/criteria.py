@@ -5,7 +5,8 @@ question and the answer.
 
 The judge returns, for every criterion, whether the assistant met it and why. The example's
 score is the share of criteria met: 0-1, higher is better; each criterion's own pass rate is
-reported too. A reply that skips or reorders criteria is unscored.
+reported too. A reply that skips or reorders criteria is unscored, and so is a reply with a
+placeholder rationale ("placeholder output", parsing.py).
 
 The module implements the judged-metric protocol (`protocol.JudgedMetric`).
 """

@@ -2,7 +2,8 @@
 
 One judge call splits the answer into self-contained statements and gives each a verdict,
 1 (supported) or 0 (contradicted or not verifiable), with a justification. The score is
-supported / total: 0-1, higher is better. An answer split into no statement is unscored.
+supported / total: 0-1, higher is better. An answer split into no statement is unscored, and so
+is a reply with a placeholder statement or justification ("placeholder output", parsing.py).
 The judge decides how many statements there are, so a 2-statement answer can only score
 0, 1/2 or 1 (see score.threshold_reading).
 

@@ -7,17 +7,32 @@ What is accepted, deliberately:
   strict `json.loads` rejects; they carry no ambiguity, so `strict=False` is used.
 Anything else (no object, invalid JSON, an object that breaks the schema, a reply cut off by
 `max_tokens`) raises `Unparsed` with a reason; the caller records the example as unscored.
+
+A reply holding a placeholder is unparsed too, with the reason "placeholder output": a small
+base model copies the template's example JSON (`"statement": "..."`), and a copy must not be
+scored. Every string value of the reply (a statement, justification, question or rationale) must
+be readable (see `unreadable`). One placeholder leaves the whole reply unparsed, so the example is
+unscored on that metric: its other statements were written beside a copy and their ratio would
+not be the answer's. Placeholders are looked for before the schema is checked, so an empty
+question gets this reason too, although relevance's schema refuses it as well. As an unparsed
+reply, a placeholder is asked again at once (up to `max_retries`) and is never cached.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+import unicodedata
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Iterator
 
 from evalbook.validation import jsonschema
 
 FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+PLACEHOLDER_REASON = "placeholder output"
+# Words a model writes where it has nothing to say, compared without case, spaces or punctuation.
+FILLER = frozenset({"na", "none", "null", "nil", "tbd", "todo", "placeholder"})
 
 
 class Unparsed(ValueError):
@@ -45,8 +60,58 @@ def parse_reply(raw: str | None, schema: dict[str, Any], finish_reason: str | No
     except json.JSONDecodeError as exc:
         prefix = "reply cut off by max_tokens; " if finish_reason == "length" else ""
         raise Unparsed(f"{prefix}invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", raw) from exc
+    if any(unreadable(text) for text in string_values(value)):
+        raise Unparsed(PLACEHOLDER_REASON, raw)
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
         raise Unparsed(f"reply does not match the schema: {where}: {errors[0].message}", raw)
     return value
+
+
+def unreadable(text: str) -> bool:
+    """True for a text that says nothing: one without a letter or a digit (empty, whitespace,
+    punctuation, ellipsis, symbols, invisible characters), a filler word (N/A, none, null, nil,
+    TBD, TODO, placeholder) or a string value of a judge template's example reply."""
+    alphanumerics = "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN")
+    return (not alphanumerics or alphanumerics.casefold() in FILLER
+            or normalized(text) in template_examples())
+
+
+def normalized(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def string_values(value: Any) -> Iterator[str]:
+    """Every string value in a decoded JSON value, through objects and arrays (keys excluded)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from string_values(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from string_values(item)
+
+
+def example_texts(template_text: str) -> set[str]:
+    """The string values of the example replies a template shows: each of its lines that is a
+    JSON object on its own (Jinja lines such as `{% if ... %}` are not JSON and are skipped)."""
+    texts: set[str] = set()
+    for line in template_text.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            texts.update(string_values(json.loads(line)))
+        except json.JSONDecodeError:
+            continue
+    return texts
+
+
+@lru_cache(maxsize=1)
+def template_examples() -> frozenset[str]:
+    """The example texts of every judge template in `prompts/`, normalized: a reply that copies
+    one copied the prompt, whichever metric's prompt it was."""
+    folder = resources.files("evalbook.judge").joinpath("prompts")
+    return frozenset(normalized(text) for entry in folder.iterdir() if entry.name.endswith(".txt")
+                     for text in example_texts(entry.read_text("utf-8")))

@@ -4,7 +4,8 @@ The judge sees only the answer, never the ground truth, and writes n questions t
 would address. Those questions and the user's question are embedded; the score is the mean
 cosine similarity between the user's question and each invented question: -1 to 1, higher is
 better, sign kept. A confidently wrong answer to the right question still scores high;
-relevance catches evasion and drift, not fabrication.
+relevance catches evasion and drift, not fabrication. A reply with a placeholder question is
+unscored ("placeholder output", parsing.py).
 
 The module implements the judged-metric protocol (`protocol.JudgedMetric`).
 """
