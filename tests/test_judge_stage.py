@@ -662,3 +662,16 @@ def test_batched_embeddings_are_looked_up_and_missing_texts_embedded_alone():
     assert len(calls) == 2
     np.testing.assert_array_equal(lookup(["new text", "c"]), embed(["new text", "c"]))
     assert calls[-1] == ["new text"]
+
+
+def test_an_unreachable_judge_names_the_one_command_that_judges_locally(config):
+    from evalbook.judge.display import plain_reason
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("Connection refused", request=request)
+
+    settings = stage_module.settings_from(config)
+    reason = stage_module.server_reachable(settings, http_transport=httpx.MockTransport(refuse))
+    assert reason == ("no judge server reachable at 127.0.0.1:8080; to judge with the local model, run: "
+                      "make run PARAMS=params/local-judge.yaml (ConnectError: Connection refused)")
+    assert plain_reason(reason).endswith("run: make run PARAMS=params/local-judge.yaml")  # what the pages show

@@ -27,6 +27,8 @@ from evalbook.judge.score import PLACEHOLDER_THRESHOLD, Score
 from evalbook.stats import summarize
 
 MISSING_SOURCE = "(missing)"
+# Named when no judge answers: the runner then starts the local server for the run itself.
+LOCAL_JUDGE_COMMAND = "make run PARAMS=params/local-judge.yaml"
 
 
 class NothingEligible(RuntimeError):
@@ -112,7 +114,9 @@ def server_reachable(settings: JudgeSettings, timeout: float = 3.0, http_transpo
         with httpx.Client(transport=http_transport, timeout=timeout, trust_env=not settings.loopback) as client:
             response = client.get(settings.base_url.rstrip("/") + "/models", headers=headers)
     except httpx.HTTPError as error:
-        return f"no judge server reachable at {settings.host} ({type(error).__name__}: {error})"
+        # The command goes before the parenthesis: the pages show the reason up to it (plain_reason).
+        return (f"no judge server reachable at {settings.host}; to judge with the local model, run: "
+                f"{LOCAL_JUDGE_COMMAND} ({type(error).__name__}: {error})")
     if response.status_code != 200:
         return f"the judge server at {settings.host} answered HTTP {response.status_code} to GET /models"
     return None
