@@ -221,22 +221,26 @@ def test_the_stage_leaves_gemmas_replies_unscored_and_scores_the_real_ones(confi
     assert unscored[["id", "reason"]].drop_duplicates().values.tolist() == [["copied", "placeholder output"]]
 
 
-def test_a_placeholder_reply_is_not_cached_and_a_rerun_asks_again(config, cache):
-    _, first = judge(config, cache)
-    assert first.calls_about(COPIED_ANSWER) == len(SCHEMAS) * (config["max_retries"] + 1)
-    assert len(cache) == len(SCHEMAS)  # the real example's three replies only
-    _, second = judge(config, cache)
-    assert second.calls_about(REAL_ANSWER) == 0
-    assert second.calls_about(COPIED_ANSWER) == first.calls_about(COPIED_ANSWER)
+def test_a_placeholder_reply_is_asked_once_cached_and_a_rerun_makes_no_call(config, cache):
+    # A copy is well-formed: asked again at temperature 0 it comes back the same, so a retry
+    # only costs a call (about 15 s on the local model) and the reply is kept as the answer.
+    outcome, first = judge(config, cache)
+    assert first.calls_about(COPIED_ANSWER) == len(SCHEMAS)
+    assert len(cache) == 2 * len(SCHEMAS)
+    rerun, second = judge(config, cache)
+    assert second.prompts == []
+    for metric in SCHEMAS:
+        assert rerun.records["copied"][metric]["unscored_reason"] == PLACEHOLDER_REASON
+        assert rerun.records["copied"][metric]["score"] is None
+        assert rerun.records["real"][metric]["score"] == outcome.records["real"][metric]["score"]
 
 
-def test_a_placeholder_reply_cached_by_an_older_version_is_dropped_and_asked_again(config, cache):
+def test_a_placeholder_reply_cached_by_an_older_version_is_still_unscored_without_a_call(config, cache):
     requests = build_requests(table(), config, templates_for(config))
     for request in requests:
         cache.put(request.key, {"text": GEMMA_REPLIES[request.metric][0], "finish_reason": "stop",
                                 "prompt_tokens": 11, "completion_tokens": 7, "system_fingerprint": None})
     outcome, judge_server = judge(config, cache)
-    assert judge_server.calls_about(REAL_ANSWER) == len(SCHEMAS)
-    assert all(outcome.records["real"][metric]["score"] is not None for metric in SCHEMAS)
-    assert all(outcome.records["copied"][metric]["unscored_reason"] == PLACEHOLDER_REASON
-               for metric in SCHEMAS)
+    assert judge_server.prompts == []
+    assert all(outcome.records[example][metric]["unscored_reason"] == PLACEHOLDER_REASON
+               for example in ("real", "copied") for metric in SCHEMAS)

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
 from evalbook.judge.cache import JudgeCache, cache_key
-from evalbook.judge.parsing import Unparsed, parse_reply
+from evalbook.judge.parsing import Unparsed, Unreadable, parse_reply
 
 STRUCTURED_MODES = ("json_schema", "json_object_schema", "json_instructions")
 MAX_BACKOFF_SECONDS = 60.0
@@ -287,8 +287,12 @@ class JudgeClient:
         return None
 
     def _parses(self, reply: JudgeReply) -> bool:
+        """True for a reply that is final: it parses, or it is unreadable (a placeholder, which a
+        retry or a rerun would only ask for again, to get the same copy)."""
         try:
             parse_reply(reply.text, reply.request.schema, reply.finish_reason)
+        except Unreadable:
+            return True
         except Unparsed:
             return False
         return True

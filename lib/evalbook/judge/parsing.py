@@ -14,8 +14,10 @@ scored. Every string value of the reply (a statement, justification, question or
 be readable (see `unreadable`). One placeholder leaves the whole reply unparsed, so the example is
 unscored on that metric: its other statements were written beside a copy and their ratio would
 not be the answer's. Placeholders are looked for before the schema is checked, so an empty
-question gets this reason too, although relevance's schema refuses it as well. As an unparsed
-reply, a placeholder is asked again at once (up to `max_retries`) and is never cached.
+question gets this reason too, although relevance's schema refuses it as well. A placeholder
+reply raises `Unreadable`, an `Unparsed` that is final: the reply is well-formed, and asked again
+at temperature 0 a model gives the same copy, so it is neither retried nor asked again on a
+rerun. The client caches it like a parsed reply, and it is read back as unscored.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ class Unparsed(ValueError):
         self.reason, self.raw = reason, raw
 
 
+class Unreadable(Unparsed):
+    """A well-formed reply holding a placeholder: unscored, but final (kept, not asked again)."""
+
+
 def parse_reply(raw: str | None, schema: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
     """The validated JSON object of a reply, or Unparsed with the reason."""
     if raw is None or not raw.strip():
@@ -61,7 +67,7 @@ def parse_reply(raw: str | None, schema: dict[str, Any], finish_reason: str | No
         prefix = "reply cut off by max_tokens; " if finish_reason == "length" else ""
         raise Unparsed(f"{prefix}invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", raw) from exc
     if any(unreadable(text) for text in string_values(value)):
-        raise Unparsed(PLACEHOLDER_REASON, raw)
+        raise Unreadable(PLACEHOLDER_REASON, raw)
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
