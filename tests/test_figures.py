@@ -35,6 +35,7 @@ from evalbook.report.figures import (  # noqa: E402
     similarity_distributions,
 )
 from evalbook.report.tables import (  # noqa: E402
+    judged_answers,
     unscored_judgments,
     worst_example_metrics,
     worst_examples,
@@ -505,6 +506,25 @@ def test_unscored_judgments_list_each_with_its_reason(report):
         ["e3", "relevance", "judge call failed: ReadTimeout"],
     ]
     assert frame["raw_reply"].tolist() == ['{"criteria": []}', "", ""]
+
+
+def test_the_report_shows_each_judged_answer_with_its_reference_and_every_verdict(report, unjudged):
+    table = judged_answers(report)
+    assert table["id"].tolist() == ["e1", "e2", "e3", "e4"]
+    e1 = table.set_index("id").loc["e1"]
+    assert e1["ground truth"] == "reference e1" and e1["answer"] == "Bins go out on Mondays."
+    assert e1["groundedness"].splitlines() == ["0.000", "✗ statement 1 of the answer — not in the reference",
+                                               "✗ statement 2 of the answer — not in the reference"]
+    assert table.set_index("id").loc["e3", "relevance"] == "unscored\nunscored: judge call failed: ReadTimeout"
+    assert "None" not in table.to_string()
+    assert judged_answers(unjudged).empty
+
+
+def test_an_unscored_judgment_keeps_the_whole_raw_reply(report):
+    long_reply = "x " * 300
+    report["examples"][3]["judge"]["criteria"]["raw_reply"] = long_reply
+    frame = unscored_judgments(report)
+    assert frame.set_index("metric").loc["criteria", "raw_reply"] == long_reply
 
 
 def test_no_unscored_judgment_is_an_empty_frame_with_the_columns(unjudged):

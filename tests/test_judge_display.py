@@ -3,7 +3,8 @@
 import pandas as pd
 
 import hostile
-from evalbook.judge.display import SUMMARY_COLUMNS, banner, example_table, metric_table, unscored_table
+from evalbook.judge.display import (banner, calls_table, eligibility_table, example_table, scores_table,
+                                    unscored_table)
 
 HOSTILE = hostile.SCRIPT + hostile.MARKDOWN_LINK + hostile.CONTROLS
 
@@ -45,20 +46,58 @@ def test_the_banner_of_a_judge_with_set_thresholds_and_a_source_column_says_only
 
 
 def summary_with_two_metrics() -> dict:
-    groundedness = {column: None for column in SUMMARY_COLUMNS}
-    groundedness.update(mean=0.75, n_scored=2, threshold=0.5, threshold_is_placeholder=True,
-                        unscored_reasons={"no statements": 1})
-    return {"metrics": {"relevance": {"mean": -0.25, "n_scored": 1, "cost_usd": "unknown"},
-                        "groundedness": groundedness}}
+    groundedness = {"mean": 0.75, "p10": 0.5, "p50": 0.75, "p90": 1.0, "n_scored": 2, "n_unscored": 1,
+                    "threshold": 0.5, "threshold_is_placeholder": True, "pass_rate": 0.5,
+                    "unscored_reasons": {"no statements": 1}, "calls": 3, "cache_hits": 0, "errors": 1,
+                    "prompt_tokens": 900, "completion_tokens": 120, "cost_usd": 0.0012}
+    relevance = {"mean": -0.25, "p10": None, "p50": None, "p90": None, "n_scored": 1, "n_unscored": 0,
+                 "threshold": 0.7, "threshold_is_placeholder": False, "pass_rate": 0.0, "calls": 0,
+                 "cache_hits": 1, "errors": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                 "cost_usd": "unknown"}
+    return {"metrics": {"relevance": relevance, "groundedness": groundedness}}
 
 
-def test_the_metric_table_has_one_row_per_metric_and_the_summary_columns_in_order():
-    table = metric_table(summary_with_two_metrics())
+def shown_cells(frame: pd.DataFrame) -> list[str]:
+    """Every cell as the page shows it (evalbook.escaping.cell_html)."""
+    from evalbook.escaping import cell_html
+
+    return [cell_html(value) for value in frame.to_numpy().ravel()]
+
+
+def test_the_scores_table_has_one_row_per_metric_with_its_threshold_read_in_words():
+    table = scores_table(summary_with_two_metrics())
     assert list(table.index) == ["relevance", "groundedness"]
-    assert list(table.columns) == list(SUMMARY_COLUMNS)  # unscored_reasons is not a column
-    assert table.loc["relevance", "mean"] == -0.25 and table.loc["groundedness", "mean"] == 0.75
-    assert table.loc["relevance", "cost_usd"] == "unknown"
-    assert pd.isna(table.loc["relevance", "threshold"])  # a statistic the summary lacks stays empty
+    assert list(table.columns) == ["mean", "p10", "p50", "p90", "scored", "unscored", "threshold", "pass rate"]
+    assert table.loc["groundedness", "threshold"] == "0.500 (placeholder)"
+    assert table.loc["relevance", "threshold"] == "0.700"
+    assert table.loc["relevance", "mean"] == -0.25 and table.loc["groundedness", "unscored"] == 1
+
+
+def test_the_calls_table_says_why_a_cost_is_unknown():
+    table = calls_table(summary_with_two_metrics())
+    assert list(table.columns) == ["calls", "cache hits", "errors", "prompt tokens", "completion tokens", "cost (USD)"]
+    assert table.loc["groundedness", "cost (USD)"] == "0.0012"
+    assert table.loc["relevance", "cost (USD)"] == "unknown: no prices pinned"
+
+
+def test_the_eligibility_table_reads_as_sentences_not_dicts():
+    summary = {"eligibility": {"eligible_sources": ["EnterpriseSearchPolicy", "IntentlessPolicy"],
+                               "no_source_column": False, "sources_seen": {"EnterpriseSearchPolicy": 2, "utter_x": 4},
+                               "n_seen": 6, "n_eligible": 2, "n_without_prediction": 0},
+               "sampling": {"sample_size": None, "seed": 0, "n_judged": 2, "fraction_of_eligible_judged": 1.0}}
+    table = eligibility_table(summary)
+    values = dict(zip(table.index, table["value"]))
+    assert values["eligible sources"] == "EnterpriseSearchPolicy, IntentlessPolicy"
+    assert values["sources seen"] == "EnterpriseSearchPolicy 2, utter_x 4"
+    assert values["sampled"] == "every eligible answer"
+    assert values["judged"] == "2 (100% of the eligible)"
+    cells = shown_cells(table)
+    assert not any(mark in cell for cell in cells for mark in ("{", "[", "None", "—")), cells
+    summary["eligibility"]["no_source_column"] = True
+    summary["sampling"].update(sample_size=5)
+    values = dict(zip(eligibility_table(summary).index, eligibility_table(summary)["value"]))
+    assert values["eligible sources"] == "every answer: the data has no source column"
+    assert values["sampled"] == "a seeded sample of 5 (seed 0)"
 
 
 def entry(score, reason=None, **detail) -> dict:
@@ -91,10 +130,10 @@ def test_the_example_table_lists_the_judged_examples_of_one_metric():
     assert example_table(RECORDS, "criteria").empty  # a metric that was not enabled
 
 
-def test_the_unscored_table_gives_every_unscored_judgment_with_its_reason_and_the_reply_start():
+def test_the_unscored_table_gives_every_unscored_judgment_with_its_reason_and_the_whole_reply():
     table = unscored_table(RECORDS)
     assert table.to_dict("records") == [
-        {"id": "d", "metric": "groundedness", "reason": "the reply is not JSON", "raw_reply": "x" * 200},
+        {"id": "d", "metric": "groundedness", "reason": "the reply is not JSON", "raw_reply": "x" * 250},
         {"id": "d", "metric": "relevance", "reason": "judge call failed: timeout", "raw_reply": ""}]
     assert list(unscored_table({"b": {"status": "not_eligible"}}).columns) == ["id", "metric", "reason",
                                                                                "raw_reply"]

@@ -8,9 +8,12 @@ import pandas as pd
 
 from evalbook.escaping import escape_html
 
-SUMMARY_COLUMNS = ("mean", "p10", "p50", "p90", "n_scored", "n_unscored", "threshold",
-                   "threshold_is_placeholder", "pass_rate", "calls", "cache_hits", "errors",
-                   "prompt_tokens", "completion_tokens", "cost_usd")
+# The summary's statistics of each metric, by the column a reader sees; the threshold is shown
+# apart, read in words, and the calls, tokens and cost are a second table.
+SCORE_COLUMNS = {"mean": "mean", "p10": "p10", "p50": "p50", "p90": "p90", "scored": "n_scored",
+                 "unscored": "n_unscored"}
+CALL_COLUMNS = {"calls": "calls", "cache hits": "cache_hits", "errors": "errors",
+                "prompt tokens": "prompt_tokens", "completion tokens": "completion_tokens"}
 
 
 def plain_reason(reason: str | None) -> str:
@@ -43,11 +46,48 @@ def banner(summary: dict[str, Any]) -> str:
     return "<blockquote>" + "".join(f"<p>{paragraph}</p>" for paragraph in paragraphs) + "</blockquote>"
 
 
-def metric_table(summary: dict[str, Any]) -> pd.DataFrame:
-    """One row per judged metric with its statistics, pass rate, calls, tokens and cost."""
-    rows = {metric: {column: values.get(column) for column in SUMMARY_COLUMNS}
+def _threshold_text(values: dict[str, Any]) -> str | None:
+    if values.get("threshold") is None:
+        return None
+    return f"{values['threshold']:.3f}" + (" (placeholder)" if values.get("threshold_is_placeholder") else "")
+
+
+def scores_table(summary: dict[str, Any]) -> pd.DataFrame:
+    """One row per judged metric: its mean and percentiles over the scored answers, how many
+    were scored and unscored, the threshold (marked when it is the placeholder) and the pass rate."""
+    rows = {metric: {**{shown: values.get(key) for shown, key in SCORE_COLUMNS.items()},
+                     "threshold": _threshold_text(values), "pass rate": values.get("pass_rate")}
             for metric, values in summary["metrics"].items()}
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(SUMMARY_COLUMNS))
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[*SCORE_COLUMNS, "threshold", "pass rate"])
+
+
+def _cost_text(cost: Any) -> str:
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        return f"{cost:.4f}"
+    return "unknown: no prices pinned"
+
+
+def calls_table(summary: dict[str, Any]) -> pd.DataFrame:
+    """One row per judged metric: calls made, cache hits, failed calls, tokens and cost."""
+    rows = {metric: {**{shown: values.get(key) for shown, key in CALL_COLUMNS.items()},
+                     "cost (USD)": _cost_text(values.get("cost_usd"))}
+            for metric, values in summary["metrics"].items()}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[*CALL_COLUMNS, "cost (USD)"])
+
+
+def eligibility_table(summary: dict[str, Any]) -> pd.DataFrame:
+    """Which answers could be judged and which were, as one readable value per row."""
+    eligibility, sampling = summary["eligibility"], summary["sampling"]
+    sources = ("every answer: the data has no source column" if eligibility["no_source_column"]
+               else ", ".join(eligibility["eligible_sources"]))
+    seen = ", ".join(f"{source} {n}" for source, n in (eligibility.get("sources_seen") or {}).items())
+    sampled = ("every eligible answer" if sampling["sample_size"] is None
+               else f"a seeded sample of {sampling['sample_size']} (seed {sampling['seed']})")
+    rows = {"answers seen": str(eligibility["n_seen"]), "eligible sources": sources,
+            "sources seen": seen or "no source recorded", "eligible": str(eligibility["n_eligible"]),
+            "without a prediction": str(eligibility["n_without_prediction"]), "sampled": sampled,
+            "judged": f"{sampling['n_judged']} ({sampling['fraction_of_eligible_judged']:.0%} of the eligible)"}
+    return pd.DataFrame({"value": rows})
 
 
 def example_table(records: dict[str, dict[str, Any]], metric: str) -> pd.DataFrame:
@@ -65,14 +105,14 @@ def example_table(records: dict[str, dict[str, Any]], metric: str) -> pd.DataFra
 
 
 def unscored_table(records: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """Every unscored judgment with its reason and the start of the raw reply."""
+    """Every unscored judgment with its reason and the judge's whole raw reply (a reply cut short
+    would hide why it did not parse; show it with evalbook.escaping.readable_table, which wraps)."""
     rows = []
     for example_id, record in records.items():
         for metric, entry in record.items():
             if isinstance(entry, dict) and entry.get("score", 0) is None:
-                raw = entry.get("raw_reply") or ""
                 rows.append({"id": example_id, "metric": metric, "reason": entry["unscored_reason"],
-                             "raw_reply": raw[:200]})
+                             "raw_reply": entry.get("raw_reply") or ""})
     return pd.DataFrame(rows, columns=["id", "metric", "reason", "raw_reply"])
 
 

@@ -12,14 +12,13 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from evalbook.escaping import escaped_table, readable_table
-from evalbook.judge.display import verdict_text
+from evalbook.judge.display import answers_table, unscored_table, verdict_text
 from evalbook.metrics import metric as registered
-from evalbook.metrics import METRICS, names
+from evalbook.metrics import METRICS
 from evalbook.params import dotted_items
 from evalbook.report.reader import RunReport, judge_entry
 
 TEXT_COLUMNS = ("question", "reference_answer", "generated_answer")
-UNSCORED_COLUMNS = ("id", "metric", "reason", "raw_reply")
 def worst_example_metrics(report: RunReport | dict[str, Any]) -> list[str]:
     """The metrics whose worst examples a reader looks at: the headline similarity metrics, and
     each judge metric with at least one scored answer, in the registry's order."""
@@ -72,20 +71,35 @@ def worst_examples(report: dict[str, Any], metric: str, n: int = 5) -> Styler:
 
 
 def unscored_judgments(report: dict[str, Any]) -> pd.DataFrame:
-    """Every judged example and metric without a score, with the reason and the raw reply's start.
+    """Every judged example and metric without a score, with the reason and the whole raw reply
+    (evalbook.judge.display.unscored_table, as 03_judge shows it).
 
     Sorted by metric, reason and id; an empty frame with the same columns when every judgment
     was scored or the judge did not run.
     """
-    rows = []
-    for example in RunReport.of(report).examples:
-        for metric in names("judge"):
-            entry = judge_entry(example, metric)
-            if entry is not None and entry["score"] is None:
-                rows.append({"id": example["id"], "metric": metric, "reason": entry["unscored_reason"],
-                             "raw_reply": (entry.get("raw_reply") or "")[:200]})
-    frame = pd.DataFrame(rows, columns=list(UNSCORED_COLUMNS))
+    records = {e["id"]: e["judge"] for e in RunReport.of(report).examples if isinstance(e.get("judge"), dict)}
+    frame = unscored_table(records)
     return frame.sort_values(["metric", "reason", "id"], kind="mergesort").reset_index(drop=True)
+
+
+def judged_answers(report: RunReport | dict[str, Any]) -> pd.DataFrame:
+    """Each judged answer of the report with the ground truth it was judged against and, per
+    judge metric, its score and every statement or criterion with its verdict and reason
+    (evalbook.judge.display.answers_table, as 03_judge shows it). Empty when nothing was judged.
+
+    The report keeps the reference answer; a judge set to check against another column (the
+    context) is shown with the reference, and the column named."""
+    view = RunReport.of(report)
+    records = {e["id"]: e["judge"] for e in view.examples if isinstance(e.get("judge"), dict)}
+    judge = view.data["models"].get("judge") or {}
+    column = judge.get("ground_truth_column") or "reference_answer"
+    frame = pd.DataFrame([{"id": e["id"], "generated_answer": e["generated_answer"],
+                           "reference_answer": e["reference_answer"]} for e in view.examples],
+                         columns=["id", "generated_answer", "reference_answer"])
+    table = answers_table(records, frame, "reference_answer")
+    if column != "reference_answer" and len(table):
+        table = table.rename(columns={"ground truth": f"reference (the judge checked {column})"})
+    return table
 
 
 def provenance_table(report: RunReport | dict[str, Any]) -> pd.DataFrame:
