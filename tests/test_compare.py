@@ -34,6 +34,7 @@ from evalbook.compare.tables import (
     runs_frame,
 )
 from evalbook.layout import RunNotFound, find_report
+from evalbook.report.document import SCHEMA_VERSION
 from evalbook.report.reader import ReportUnreadable, read_report
 from evalbook.stats import bootstrap_mean_ci, direction_fractions, paired_deltas
 from evalbook.validation import comparison_schema, validate_report
@@ -127,7 +128,7 @@ def make_report(scores: dict[str, float | None], *, tag: str = "base", retrieval
     hits = [retrieval.get(i) for i in ids]
     present = [h for h in hits if h is not None]
     report = {
-        "schema_version": "1.3",
+        "schema_version": SCHEMA_VERSION,
         "run_id": str(uuid.uuid4()),
         "timestamp": "2026-11-30T12:00:00Z",
         "dataset": {"name": "synthetic", "split": "test", "n_examples": len(ids)},

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from evalbook.params import Profile, load_profile, params_hash
+from evalbook.params import ADDED_KEYS, Profile, load_profile, params_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = sorted((ROOT / "params").glob("*.yaml"))
@@ -27,7 +27,7 @@ SCORE_KEYS = (
     # The judge label (judge/stage.py describe_judge) counts the server's host as part of the judge.
     "judge.enabled", "judge.base_url", "judge.model", "judge.temperature", "judge.seed", "judge.max_tokens",
     "judge.structured_output", "judge.sample_size", "judge.sample_seed", "judge.ground_truth_column",
-    "judge.eligible_sources", "judge.metrics", "judge.embedding",
+    "judge.eligible_sources", "judge.metrics", "judge.embedding", "judge.repeats",
 )
 # Keys that change where or how a run executes, or what it is called, but no score.
 NOT_SCORE_KEYS = (
@@ -64,8 +64,11 @@ def covering(dotted: str, prefixes: tuple[str, ...]) -> list[str]:
 
 
 def score_values(profile: Profile) -> dict[str, Any]:
-    """The loaded profile's score-affecting keys, as dotted key -> value."""
-    return {key: profile.get(key) for key in SCORE_KEYS}
+    """The loaded profile's score-affecting keys, as dotted key -> value. A key added later
+    (params.ADDED_KEYS) at the default that reproduces the behaviour before it is left out: it
+    changes no score, so it leaves the hash, and the version, as they were."""
+    values = {key: profile.get(key) for key in SCORE_KEYS}
+    return {key: value for key, value in values.items() if key not in ADDED_KEYS or value != ADDED_KEYS[key]}
 
 
 def version_problem(profile: Profile) -> str | None:

@@ -15,6 +15,7 @@ import pytest
 
 from evalbook.load import canonical_arrow, read_canonical
 from evalbook.report.document import (
+    SCHEMA_VERSION,
     ReportError,
     build_report,
     validate_report,
@@ -141,7 +142,7 @@ def test_built_report_validates_and_holds_only_json_types(report: dict):
 
 
 def test_every_adr_field_is_present(report: dict):
-    assert report["schema_version"] == "1.3"
+    assert report["schema_version"] == SCHEMA_VERSION
     assert report["run_id"] == RUN_ID
     assert report["timestamp"] == "2026-11-30T12:34:56Z"
     assert report["dataset"] == {"name": "evalbook-sample", "split": "sample", "n_examples": 5}

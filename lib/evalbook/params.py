@@ -44,6 +44,7 @@ ADDED_KEYS: dict[str, Any] = {
     "scoring.threads": None,
     "scoring.embedding_cache": {"enabled": False, "path": None, "max_bytes": 2 * 2**30},
     "scoring.device": "cpu",
+    "judge.repeats": 1,
 }
 
 

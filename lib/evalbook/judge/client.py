@@ -92,6 +92,9 @@ class JudgeRequest:
     prompt: str
     schema: dict[str, Any]
     key_parts: dict[str, Any]
+    # which of judge.repeats this is: it is sent with the seed + repeat, so that each repeat is a
+    # sample of its own where the temperature allows one
+    repeat: int = 0
 
     @property
     def key(self) -> str:
@@ -308,7 +311,7 @@ class JudgeClient:
             "model": settings.model, "messages": [{"role": "user", "content": request.prompt}],
             "temperature": settings.temperature, "max_tokens": settings.max_tokens}
         if settings.seed is not None:
-            arguments["seed"] = settings.seed
+            arguments["seed"] = settings.seed + request.repeat
         fmt = response_format(settings.structured_output, request.schema)
         if fmt is not None:
             arguments["response_format"] = fmt

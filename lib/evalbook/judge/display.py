@@ -90,8 +90,20 @@ def eligibility_table(summary: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({"value": rows})
 
 
+def _repeat_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    """An example judged several times (judge.repeats): each repeat's score, the spread, and
+    whether pass and fail flipped; nothing for an example judged once."""
+    if "repeats" not in entry:
+        return {}
+    spread = entry["spread"]
+    flipped = {True: "yes", False: "no", None: "fewer than 2 scored"}[entry["flipped"]]
+    return {"repeats": ", ".join("unscored" if r["score"] is None else f"{r['score']:.3f}" for r in entry["repeats"]),
+            "min": spread["min"], "max": spread["max"], "std": spread["std"], "flipped": flipped}
+
+
 def example_table(records: dict[str, dict[str, Any]], metric: str) -> pd.DataFrame:
-    """The judged examples' scores for one metric, with what the threshold means for each."""
+    """The judged examples' scores for one metric, with what the threshold means for each, and
+    with judge.repeats each repeat's score, their spread and whether pass and fail flipped."""
     rows = []
     for example_id, record in records.items():
         entry = record.get(metric)
@@ -100,8 +112,21 @@ def example_table(records: dict[str, dict[str, Any]], metric: str) -> pd.DataFra
         rows.append({"id": example_id, "score": entry["score"], "passed": entry["passed"],
                      "score_levels": ", ".join(entry.get("score_levels", [])),
                      "threshold_reading": entry.get("threshold_reading"),
-                     "unscored_reason": entry["unscored_reason"]})
+                     "unscored_reason": entry["unscored_reason"], **_repeat_fields(entry)})
     return pd.DataFrame(rows)
+
+
+NOISE_COLUMNS = {"repeats": "n", "compared": "n_compared", "flipped": "n_flipped", "flip share": "flip_share",
+                 "mean std": "mean_std", "widest range": "max_range"}
+
+
+def noise_table(summary: dict[str, Any]) -> pd.DataFrame:
+    """With judge.repeats: per metric, how many examples had two or more scored repeats, how many
+    of them flipped between pass and fail, the mean standard deviation and the widest range of
+    one example's scores. Empty when each example was judged once."""
+    rows = {metric: {shown: values["repeats"][key] for shown, key in NOISE_COLUMNS.items()}
+            for metric, values in (summary.get("metrics") or {}).items() if "repeats" in values}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(NOISE_COLUMNS))
 
 
 def unscored_table(records: dict[str, dict[str, Any]]) -> pd.DataFrame:

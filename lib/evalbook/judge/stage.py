@@ -159,9 +159,16 @@ def select(table: pd.DataFrame, config: dict[str, Any], seed: int) -> Selection:
 
 # ---------------------------------------------------------------- requests and scoring
 
+def repeats_of(config: dict[str, Any]) -> int:
+    """How many times each sampled example is judged on each metric (judge.repeats, default 1)."""
+    return int(config.get("repeats", 1))
+
+
 def build_requests(rows: pd.DataFrame, config: dict[str, Any], templates: dict[str, PromptTemplate],
                    metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> list[JudgeRequest]:
-    """One request per (example, metric); empty answers get none (they are unscored as empty)."""
+    """One request per (example, metric, repeat); empty answers get none (they are unscored as
+    empty). A repeat after the first is its own cache entry (`repeat` in its key); the first
+    keeps the key of a run with one repeat, so its cached replies serve both."""
     settings = settings_from(config)
     named = by_name(metrics)
     requests = []
@@ -178,8 +185,10 @@ def build_requests(rows: pd.DataFrame, config: dict[str, Any], templates: dict[s
             key_parts = {"model": settings.model, "base_url": settings.base_url,
                          "template_sha256": template.sha256, "sampling": settings.sampling(),
                          "metric": name, "metric_version": metric.METRIC_VERSION}
-            requests.append(JudgeRequest(metric=name, example_id=row.id, prompt=prompt,
-                                         schema=schema, key_parts=key_parts))
+            for repeat in range(repeats_of(config)):
+                parts = {**key_parts, "repeat": repeat} if repeat else key_parts
+                requests.append(JudgeRequest(metric=name, example_id=row.id, prompt=prompt,
+                                             schema=schema, key_parts=parts, repeat=repeat))
     return requests
 
 
@@ -208,6 +217,44 @@ def metric_record(metric: JudgedMetric, score: Score, detail: dict[str, Any],
     return {"score": score.value, "unscored_reason": score.reason,
             "passed": None if score.value is None else score.value >= threshold, **detail,
             **metric.record_fields(detail, threshold)}
+
+
+def repeated_record(metric: JudgedMetric, judged: list[tuple[Score, dict[str, Any]]],
+                    config: dict[str, Any]) -> dict[str, Any]:
+    """One example's record on a metric judged several times (judge.repeats).
+
+    Its score is the mean of the scored repeats, and passes at the threshold like any score;
+    its verdicts (statements, criteria, questions) are those of the first scored repeat.
+    `repeats` keeps each repeat's score, pass and reason; `spread` their min, max and standard
+    deviation (ddof 1, None below two scored repeats); `flipped` whether the scored repeats
+    disagree on pass or fail (None below two). Every repeat unscored: unscored with the first
+    repeat's reason.
+    """
+    records = [metric_record(metric, score, detail, config) for score, detail in judged]
+    scored = [record for record in records if record["score"] is not None]
+    base = scored[0] if scored else records[0]
+    values = [record["score"] for record in scored]
+    score = Score(float(np.mean(values))) if values else Score.unscored(base["unscored_reason"])
+    merged = {**base, **{key: value for key, value in metric_record(metric, score, {}, config).items()
+                         if key in ("score", "unscored_reason", "passed")}}
+    merged["repeats"] = [{key: record[key] for key in ("score", "passed", "unscored_reason")} for record in records]
+    merged["spread"] = {"n_scored": len(values), "min": min(values, default=None), "max": max(values, default=None),
+                        "std": float(np.std(values, ddof=1)) if len(values) > 1 else None}
+    merged["flipped"] = len({record["passed"] for record in scored}) > 1 if len(values) > 1 else None
+    return merged
+
+
+def repeats_summary(entries: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
+    """How much the judge moved across repeats: of the examples with two or more scored repeats
+    (`n_compared`), how many flipped between pass and fail, the mean of their standard
+    deviations and the widest range (max - min) of one example."""
+    compared = [entry for entry in entries if entry.get("flipped") is not None]
+    flipped = sum(entry["flipped"] for entry in compared)
+    spreads = [entry["spread"] for entry in compared]
+    return {"n": repeats, "n_compared": len(compared), "n_flipped": flipped,
+            "flip_share": flipped / len(compared) if compared else None,
+            "mean_std": float(np.mean([s["std"] for s in spreads])) if spreads else None,
+            "max_range": max((s["max"] - s["min"] for s in spreads), default=None)}
 
 
 # ---------------------------------------------------------------- the summary
@@ -246,6 +293,8 @@ def summarize_judgments(records: dict[str, dict[str, Any]], selection: Selection
             "cost_usd": cost_of(metric_stats, config.get("prices")),
             **judged_metric.summary_fields(entries, config),
         }
+        if repeats_of(config) > 1:
+            summaries[metric]["repeats"] = repeats_summary(entries, repeats_of(config))
         for key in ("calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens"):
             totals[key] += summaries[metric][key]
     costs = [m["cost_usd"] for m in summaries.values()]
@@ -298,21 +347,24 @@ def openai_embedder(settings: JudgeSettings, model_name: str) -> Callable[[list[
 EMBED_BATCH = 256  # texts per embedding call (OpenAI's endpoint takes up to 2,048 inputs)
 
 
-def texts_to_embed(rows: pd.DataFrame, by_key: dict[tuple[str, str], JudgeReply],
+def texts_to_embed(rows: pd.DataFrame, replies: Sequence[JudgeReply],
                    metrics: Sequence[JudgedMetric]) -> list[str]:
     """Every text the metrics will embed to score the replies that parse (for relevance, each
-    judged question and the questions the judge wrote for it)."""
+    judged question and the questions the judge wrote for it), in the order of `rows`."""
+    named = by_name(metrics)
+    by_example: dict[str, list[JudgeReply]] = {}
+    for reply in replies:
+        by_example.setdefault(reply.request.example_id, []).append(reply)
     texts: list[str] = []
     for row in rows.itertuples(index=False):
-        for metric in metrics:
-            reply = by_key.get((row.id, metric.NAME))
-            if reply is None or reply.error is not None:
+        for reply in by_example.get(row.id, []):
+            if reply.error is not None or reply.request.metric not in named:
                 continue
             try:
                 parsed = parse_reply(reply.text, reply.request.schema, reply.finish_reason)
             except Unparsed:
                 continue
-            texts.extend(metric.texts_to_embed(parsed, row))
+            texts.extend(named[reply.request.metric].texts_to_embed(parsed, row))
     return texts
 
 
@@ -353,7 +405,7 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
     judged_rows = rows.loc[selection.judged_ids]
     requests = build_requests(judged_rows, config, templates, judged_metrics)
     replies = client.run(requests, None if progress is None else (lambda r: progress(r, client.stats)))
-    by_key = {(r.request.example_id, r.request.metric): r for r in replies}
+    repeated = {(r.request.example_id, r.request.metric, r.request.repeat): r for r in replies}
 
     records: dict[str, dict[str, Any]] = {}
     for example_id in selection.not_eligible_ids:
@@ -361,16 +413,17 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
     for example_id in selection.not_sampled_ids:
         records[example_id] = {"status": "not_sampled"}
     if embed is not None:
-        embed = batched_embedder(texts_to_embed(judged_rows, by_key, judged_metrics), embed)
+        embed = batched_embedder(texts_to_embed(judged_rows, list(repeated.values()), judged_metrics), embed)
     for row in judged_rows.itertuples(index=False):
         record: dict[str, Any] = {"status": "judged"}
         for metric in judged_metrics:
-            reply = by_key.get((row.id, metric.NAME))
-            if reply is None:
-                score, detail = Score.unscored("empty answer: nothing to judge"), {}
-            else:
-                score, detail = score_one(metric.NAME, reply, row, config, embed, judged_metrics)
-            record[metric.NAME] = metric_record(metric, score, detail, config)
+            judged = []
+            for repeat in range(repeats_of(config)):
+                reply = repeated.get((row.id, metric.NAME, repeat))
+                judged.append((Score.unscored("empty answer: nothing to judge"), {}) if reply is None
+                              else score_one(metric.NAME, reply, row, config, embed, judged_metrics))
+            record[metric.NAME] = (metric_record(metric, *judged[0], config) if len(judged) == 1
+                                   else repeated_record(metric, judged, config))
         records[row.id] = record
     models_judge = describe_judge(config, templates, sorted(client.stats.system_fingerprints), judged_metrics)
     for record in records.values():
