@@ -52,6 +52,8 @@ class Server:
             self.models_checks += 1
             return httpx.Response(200, json={"object": "list", "data": [
                 {"id": "gemma3-270m", "object": "model", "created": 0, "owned_by": "me"}]})
+        if request.url.path.endswith("/extras/tokenize/count"):  # the pre-flight estimate, with the key
+            return httpx.Response(200, json={"count": 12})
         assert request.url.path.endswith("/chat/completions"), request.url
         self.completions += 1
         prompt = json.loads(request.content)["messages"][0]["content"]

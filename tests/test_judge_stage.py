@@ -122,6 +122,8 @@ class FakeJudge:
         self.fingerprint = fingerprint
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/extras/tokenize/count"):  # llama.cpp's tokenizer: one token a word
+            return httpx.Response(200, json={"count": len(json.loads(request.content)["input"].split())})
         prompt = json.loads(request.content)["messages"][0]["content"]
         self.prompts.append(prompt)
         return httpx.Response(200, json={
@@ -268,6 +270,8 @@ def test_the_summary_reports_the_fraction_judged(config, cache):
 
     class Judge(FakeJudge):
         def __call__(self, request):
+            if not request.url.path.endswith("/chat/completions"):
+                return httpx.Response(404)
             self.prompts.append("")
             return httpx.Response(200, json={
                 "id": "x", "object": "chat.completion", "created": 0, "model": "m",

@@ -40,6 +40,7 @@ NOT_SCORE_KEYS = (
     # How the judge is reached and how patiently, what it costs, where its cache lives.
     "judge.note", "judge.api_key_env", "judge.timeout_seconds", "judge.max_retries",
     "judge.concurrency", "judge.prices", "judge.cache_path", "judge.start_server",
+    "judge.max_calls", "judge.max_cost_usd",  # refuse a run over budget; change no score
 )
 
 # profile name -> version -> hash of its score-affecting keys. Keep the old versions' lines.

@@ -214,7 +214,7 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
             embed = relevance_embedder(ctx) if config["metrics"]["relevance"]["enabled"] else None
             outcome = judge_table(canonical, config, cache, embed,
                                   seed=config["sample_seed"], http_transport=http_transport,
-                                  progress=progress)
+                                  progress=progress, on_estimate=lambda planned: announce(bar, planned))
         finally:
             bar.close()
             cache.close()
@@ -237,8 +237,18 @@ def relevance_embedder(ctx: StageContext):
     return local_embedder(model.folder)
 
 
+def announce(bar, planned: dict[str, Any]) -> None:
+    """Print the judge's pre-flight estimate, and size the progress bar to the calls it plans,
+    so that the bar gives the time left at the rate measured from the first calls."""
+    from evalbook.judge.estimate import describe
+
+    print(f"before the first call: {describe(planned)}", flush=True)
+    bar.reset(total=planned["calls"])
+
+
 def judge_progress(ctx: StageContext):
-    """A progress bar and its callback, showing replies done, calls, cache hits and errors."""
+    """A progress bar over the calls to make and its callback, showing calls, cache hits and
+    errors; a reply from the cache moves no bar (it takes no time)."""
     from tqdm import tqdm as text_tqdm
     from tqdm.auto import tqdm
 
@@ -251,7 +261,7 @@ def judge_progress(ctx: StageContext):
         totals = stats.per_metric.values()
         bar.set_postfix(calls=sum(m.calls for m in totals), cache_hits=sum(m.cache_hits for m in totals),
                         errors=sum(m.errors for m in totals), refresh=False)
-        bar.update(1)
+        bar.update(0 if reply.cached else 1)
 
     return bar, update
 

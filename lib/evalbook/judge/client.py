@@ -278,6 +278,10 @@ class JudgeClient:
                 "system_fingerprint": reply.system_fingerprint})
         return reply
 
+    def cached(self, request: JudgeRequest) -> bool:
+        """True when the cache answers `request`, so that judging it makes no call."""
+        return self._cached_reply(request) is not None
+
     def _cached_reply(self, request: JudgeRequest) -> JudgeReply | None:
         """The cached reply to `request` when it parses; an entry that does not is removed."""
         entry = self.cache.get(request.key)

@@ -41,6 +41,10 @@ def banner(summary: dict[str, Any]) -> str:
             paragraphs.append(f"Thresholds of {escape_html(', '.join(placeholders))} are the 0.5 "
                               "placeholder, not a recommendation: set them in the profile for this "
                               "judge and embedding model.")
+        if summary.get("estimate"):
+            from evalbook.judge.estimate import describe
+
+            paragraphs.append(f"Before the first call: {escape_html(describe(summary['estimate']))}.")
     if summary.get("note"):
         paragraphs.append(f"<strong>Note:</strong> {escape_html(summary['note'])}")
     return "<blockquote>" + "".join(f"<p>{paragraph}</p>" for paragraph in paragraphs) + "</blockquote>"

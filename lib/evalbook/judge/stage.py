@@ -20,6 +20,7 @@ import pandas as pd
 
 from evalbook.judge.cache import JudgeCache
 from evalbook.judge.client import JudgeClient, JudgeReply, JudgeRequest, JudgeSettings, RunStats
+from evalbook.judge.estimate import check_budget, estimate
 from evalbook.judge.parsing import Unparsed, parse_reply
 from evalbook.judge.prompts import PromptTemplate, load_template
 from evalbook.judge.protocol import JUDGED_METRICS, JudgedMetric
@@ -395,8 +396,13 @@ def batched_embedder(texts: Sequence[str], embed: Callable[[list[str]], np.ndarr
 def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
                 embed: Callable[[list[str]], np.ndarray] | None, seed: int, http_transport=None,
                 progress: Callable[[JudgeReply, RunStats], None] | None = None,
-                metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> JudgeOutcome:
-    """Judge the eligible (sampled) examples of a canonical table on each enabled metric."""
+                metrics: Sequence[JudgedMetric] = JUDGED_METRICS,
+                on_estimate: Callable[[dict[str, Any]], None] | None = None) -> JudgeOutcome:
+    """Judge the eligible (sampled) examples of a canonical table on each enabled metric.
+
+    Before the first call the pre-flight estimate (evalbook.judge.estimate) is made, handed to
+    `on_estimate`, and checked against the budget: over it, OverBudget is raised and nothing is
+    called. The estimate is kept in the summary."""
     selection = select(table, config, seed)
     judged_metrics = enabled(config, metrics)
     templates = templates_for(config, judged_metrics)
@@ -404,6 +410,11 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
     rows = table.set_index("id", drop=False)
     judged_rows = rows.loc[selection.judged_ids]
     requests = build_requests(judged_rows, config, templates, judged_metrics)
+    planned = estimate(requests, [r for r in requests if not client.cached(r)], client.settings, config,
+                       http_transport)
+    check_budget(planned)
+    if on_estimate is not None:
+        on_estimate(planned)
     replies = client.run(requests, None if progress is None else (lambda r: progress(r, client.stats)))
     repeated = {(r.request.example_id, r.request.metric, r.request.repeat): r for r in replies}
 
@@ -430,4 +441,5 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
         record["label"] = models_judge["label"]
     summary = summarize_judgments(records, selection, config, client.stats, models_judge["label"],
                                   judged_metrics)
+    summary["estimate"] = planned
     return JudgeOutcome(records=records, summary=summary, models_judge=models_judge)
