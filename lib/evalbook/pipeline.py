@@ -211,7 +211,7 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
         cache = JudgeCache(Path(judge_cache_path(ctx.profile)))
         bar, progress = judge_progress(ctx)
         try:
-            embed = relevance_embedder(ctx) if config["metrics"]["relevance"]["enabled"] else None
+            embed = relevance_embedder(ctx, cache) if config["metrics"]["relevance"]["enabled"] else None
             outcome = judge_table(canonical, config, cache, embed,
                                   seed=config["sample_seed"], http_transport=http_transport,
                                   progress=progress, on_estimate=lambda planned: announce(bar, planned))
@@ -224,14 +224,14 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
     return result
 
 
-def relevance_embedder(ctx: StageContext):
+def relevance_embedder(ctx: StageContext, cache):
     from evalbook.judge.stage import local_embedder, openai_embedder, settings_from
     from evalbook.score.models import resolve_model
 
     config = ctx.profile["judge"]
     embedding = config["embedding"]
     if embedding["kind"] == "openai":
-        return openai_embedder(settings_from(config), embedding["name"])
+        return openai_embedder(settings_from(config), embedding["name"], cache)
     model = resolve_model(embedding["name"], embedding["source"], ctx.profile.root,
                           embedding.get("sha256"), "judge embedding")
     return local_embedder(model.folder)

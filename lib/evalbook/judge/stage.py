@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from evalbook.judge.cache import JudgeCache
+from evalbook.judge.cache import JudgeCache, cache_key
 from evalbook.judge.client import JudgeClient, JudgeReply, JudgeRequest, JudgeSettings, RunStats
 from evalbook.judge.estimate import check_budget, estimate
 from evalbook.judge.parsing import Unparsed, parse_reply
@@ -271,7 +271,8 @@ def cost_of(stats, prices: dict[str, float] | None) -> float | str:
 
 def summarize_judgments(records: dict[str, dict[str, Any]], selection: Selection, config: dict[str, Any],
                         stats: RunStats, label: str,
-                        metrics: Sequence[JudgedMetric] = JUDGED_METRICS) -> dict[str, Any]:
+                        metrics: Sequence[JudgedMetric] = JUDGED_METRICS,
+                        embeddings: EmbeddingUsage | None = None) -> dict[str, Any]:
     summaries = {}
     totals = Counter()
     for judged_metric in enabled(config, metrics):
@@ -299,6 +300,11 @@ def summarize_judgments(records: dict[str, dict[str, Any]], selection: Selection
         for key in ("calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens"):
             totals[key] += summaries[metric][key]
     costs = [m["cost_usd"] for m in summaries.values()]
+    if embeddings is not None and "relevance" in summaries:
+        spent = summaries["relevance"]["embeddings"] = embedding_summary(embeddings, config.get("prices"))
+        for key in ("calls", "cache_hits", "prompt_tokens"):
+            totals[key] += spent[key]
+        costs.append(spent["cost_usd"])
     n_eligible = selection.eligibility["n_eligible"]
     return {
         "status": "ran", "reason": None, "label": label, "note": config.get("note"),
@@ -332,17 +338,65 @@ def local_embedder(folder: Path) -> Callable[[list[str]], np.ndarray]:
     return lambda texts: model.encode(list(texts), convert_to_numpy=True)
 
 
-def openai_embedder(settings: JudgeSettings, model_name: str) -> Callable[[list[str]], np.ndarray]:
-    from openai import OpenAI
+@dataclass
+class EmbeddingUsage:
+    """What an embedding endpoint was asked: calls, texts served from the cache, tokens."""
 
-    client = OpenAI(base_url=settings.base_url, api_key=settings.api_key(),
-                    timeout=settings.timeout_seconds, max_retries=settings.max_retries)
+    model: str
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
 
-    def embed(texts: list[str]) -> np.ndarray:
-        response = client.embeddings.create(model=model_name, input=list(texts))
-        return np.asarray([item.embedding for item in response.data], dtype=np.float64)
 
-    return embed
+class OpenAIEmbedder:
+    """Relevance's embedder on an OpenAI-compatible `/embeddings` endpoint, each text's vector
+    kept in the judge cache (keyed by the endpoint, the model and the text), so that a rerun
+    makes no call; `usage` counts the calls, the cache hits and the tokens the endpoint reports."""
+
+    def __init__(self, settings: JudgeSettings, model_name: str, cache: JudgeCache, http_transport=None):
+        import httpx
+        from openai import OpenAI
+
+        http_client = httpx.Client(transport=http_transport, trust_env=not settings.loopback)
+        self.client = OpenAI(base_url=settings.base_url, api_key=settings.api_key(), http_client=http_client,
+                             timeout=settings.timeout_seconds, max_retries=settings.max_retries)
+        self.base_url, self.cache = settings.base_url, cache
+        self.usage = EmbeddingUsage(model_name)
+
+    def _key(self, text: str) -> str:
+        return cache_key({"kind": "embedding", "base_url": self.base_url, "model": self.usage.model, "text": text})
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        vectors: dict[str, list[float]] = {}
+        for text in dict.fromkeys(texts):
+            entry = self.cache.get(self._key(text))
+            if entry is not None:
+                vectors[text] = entry["embedding"]
+                self.usage.cache_hits += 1
+        missing = [text for text in dict.fromkeys(texts) if text not in vectors]
+        if missing:
+            response = self.client.embeddings.create(model=self.usage.model, input=missing)
+            self.usage.calls += 1
+            usage = getattr(response, "usage", None)
+            self.usage.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+            for text, item in zip(missing, sorted(response.data, key=lambda item: item.index)):
+                vectors[text] = [float(x) for x in item.embedding]
+                self.cache.put(self._key(text), {"embedding": vectors[text]})
+        return np.asarray([vectors[text] for text in texts], dtype=np.float64)
+
+
+def openai_embedder(settings: JudgeSettings, model_name: str, cache: JudgeCache,
+                    http_transport=None) -> OpenAIEmbedder:
+    return OpenAIEmbedder(settings, model_name, cache, http_transport)
+
+
+def embedding_summary(usage: EmbeddingUsage, prices: dict[str, float] | None) -> dict[str, Any]:
+    """Relevance's embedding calls, cache hits, tokens and cost: the tokens at
+    `prices.embedding_usd_per_million`; "unknown" when calls were made without that price."""
+    price = (prices or {}).get("embedding_usd_per_million")
+    cost: float | str = "unknown" if price is None and usage.calls else usage.prompt_tokens * (price or 0) / 1e6
+    return {"model": usage.model, "calls": usage.calls, "cache_hits": usage.cache_hits,
+            "prompt_tokens": usage.prompt_tokens, "cost_usd": cost}
 
 
 EMBED_BATCH = 256  # texts per embedding call (OpenAI's endpoint takes up to 2,048 inputs)
@@ -423,6 +477,7 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
         records[example_id] = {"status": "not_eligible"}
     for example_id in selection.not_sampled_ids:
         records[example_id] = {"status": "not_sampled"}
+    usage = getattr(embed, "usage", None)  # an endpoint's embedder counts its calls and tokens
     if embed is not None:
         embed = batched_embedder(texts_to_embed(judged_rows, list(repeated.values()), judged_metrics), embed)
     for row in judged_rows.itertuples(index=False):
@@ -440,6 +495,6 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
     for record in records.values():
         record["label"] = models_judge["label"]
     summary = summarize_judgments(records, selection, config, client.stats, models_judge["label"],
-                                  judged_metrics)
+                                  judged_metrics, usage)
     summary["estimate"] = planned
     return JudgeOutcome(records=records, summary=summary, models_judge=models_judge)
