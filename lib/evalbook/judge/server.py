@@ -24,9 +24,9 @@ Known behaviour of this server with this model (llama-cpp-python 0.3.36, 2 threa
   the model fills the schema with real statements, questions and rationales;
 - requests are served one at a time (others wait on a lock, their wait counting against the
   client's timeout). Prompts are read at about 60 tokens/s and replies written at 6-14 tokens/s
-  under grammar constraints: about 30 s for a groundedness request of 311 prompt and 117 reply
-  tokens, 7 s for relevance, 18 s for criteria (8-52 s a call in the
-  integration test, beside other work); loading and warm-up take 3 s from the page cache;
+  under grammar constraints: on a quiet 2-core machine a groundedness request takes 14-20 s,
+  relevance 6-8 s, criteria 10-15 s (up to 52 s a call beside other work); loading and warm-up
+  take 3 s from the page cache;
 - identical requests at temperature 0 with a seed can return different text (seen with the
   earlier Gemma model; it is the server's doing): the reply depends on how much of the prompt
   the server reuses from the previous request's KV cache;
