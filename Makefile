@@ -76,7 +76,7 @@ test: setup browser
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; \
 	exit $$rc
 
-# The local OpenAI-compatible judge server (llama.cpp, Gemma 3 270M) on port 8080, in the
+# The local OpenAI-compatible judge server (llama.cpp, Qwen2.5-Coder-1.5B-Instruct) on port 8080, in the
 # foreground: it prints when it is ready; Ctrl-C stops it.
 judge-server: setup
 	$(PY) -m evalbook.judge.server --port 8080

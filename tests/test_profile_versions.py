@@ -45,9 +45,12 @@ NOT_SCORE_KEYS = (
 
 # profile name -> version -> hash of its score-affecting keys. Keep the old versions' lines.
 RECORDED_HASHES: dict[str, dict[int, str]] = {
-    "adr014": {1: "sha256:eada95f901b265b60788f769a8430f9f64bf52b7a54561f7146564b74da93f36"},
-    "default": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6"},
-    "local-judge": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6"},
+    "adr014": {1: "sha256:eada95f901b265b60788f769a8430f9f64bf52b7a54561f7146564b74da93f36",
+               2: "sha256:494f01c4d2227945c2317a3896db236331ffbc1aaa950d4603ddc84c3e8e31c3"},
+    "default": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6",
+                2: "sha256:9904c2e64c1ef23d8ecb64bf1d570133067be7ad9c02695bc2457a529ba229bd"},
+    "local-judge": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6",
+                    2: "sha256:9904c2e64c1ef23d8ecb64bf1d570133067be7ad9c02695bc2457a529ba229bd"},
     "openai": {1: "sha256:8cf32d7466f9815d4240db29b91968dd81393c4bb54b0c72cacac2bfd99d29ea"},
 }
 
@@ -106,14 +109,15 @@ def test_every_key_is_either_score_affecting_or_not(path):
     assert twice == []
 
 
-def edited_default(tmp_path: Path, key: str, value: Any, version: int = 1) -> Profile:
+def edited_default(tmp_path: Path, key: str, value: Any, version: int | None = None) -> Profile:
     values = yaml.safe_load((ROOT / "params" / "default.yaml").read_text("utf-8"))
     node = values
     *sections, name = key.split(".")
     for section in sections:
         node = node[section]
     node[name] = value
-    values["version"] = version
+    if version is not None:  # None: default.yaml's own version
+        values["version"] = version
     path = tmp_path / "default.yaml"
     path.write_text(yaml.safe_dump(values), "utf-8")
     return load_profile(path)
@@ -126,8 +130,8 @@ def edited_default(tmp_path: Path, key: str, value: Any, version: int = 1) -> Pr
 def test_a_score_change_without_a_bump_is_refused(tmp_path, key, value):
     unbumped = version_problem(edited_default(tmp_path, key, value))
     assert unbumped is not None and "Bump `version:` in default.yaml" in unbumped
-    bumped = version_problem(edited_default(tmp_path, key, value, version=2))
-    assert bumped is not None and "version 2 has no recorded hash" in bumped
+    bumped = version_problem(edited_default(tmp_path, key, value, version=3))
+    assert bumped is not None and "version 3 has no recorded hash" in bumped
 
 
 @pytest.mark.parametrize("key, value", [
