@@ -1,8 +1,8 @@
 """Relevance's embeddings with `judge.embedding.kind: openai`: cached, and counted.
 
 Each text's vector is kept in the judge cache, keyed by the endpoint, the model and the text, so
-a rerun makes no embedding call; the calls, cache hits and tokens go into relevance's summary
-and the totals, and their cost into the cost when `judge.prices.embedding_usd_per_million` is
+a rerun makes no embedding call; the calls, cache hits and tokens go into the summary's
+`embeddings` and the totals, and their cost into the cost when `judge.prices.embedding_usd_per_million` is
 pinned ("unknown" otherwise, never a made-up 0).
 """
 
@@ -64,11 +64,11 @@ def judge(config, cache):
     return outcome, server
 
 
-def test_the_embeddings_are_counted_in_relevance_s_summary_and_the_totals(config, cache):
+def test_the_embeddings_are_counted_in_the_summary_and_the_totals(config, cache):
     outcome, server = judge(config, cache)
     embedded = [text for call in server.embedded for text in call]
     assert len(embedded) == len(set(embedded)) > 0  # each distinct text once
-    summary = outcome.summary["metrics"]["relevance"]["embeddings"]
+    summary = outcome.summary["embeddings"]
     assert summary == {"model": "embed-1", "calls": len(server.embedded), "cache_hits": 0,
                        "prompt_tokens": sum(len(t.split()) for t in embedded), "cost_usd": "unknown"}
     totals = outcome.summary["totals"]
@@ -83,7 +83,7 @@ def test_a_rerun_takes_every_vector_from_the_cache(config, cache):
     first, _ = judge(config, cache)
     second, server = judge(config, cache)
     assert server.embedded == [] and server.prompts == []
-    embeddings = second.summary["metrics"]["relevance"]["embeddings"]
+    embeddings = second.summary["embeddings"]
     assert embeddings["calls"] == 0 and embeddings["cache_hits"] > 0 and embeddings["prompt_tokens"] == 0
     assert second.records["e1"]["relevance"]["score"] == first.records["e1"]["relevance"]["score"]
 
@@ -92,7 +92,7 @@ def test_a_pinned_embedding_price_gives_their_cost(config, cache):
     config["prices"] = {"input_usd_per_million": 2.0, "output_usd_per_million": 8.0,
                         "embedding_usd_per_million": 0.5}
     outcome, _ = judge(config, cache)
-    embeddings = outcome.summary["metrics"]["relevance"]["embeddings"]
+    embeddings = outcome.summary["embeddings"]
     assert embeddings["cost_usd"] == pytest.approx(embeddings["prompt_tokens"] * 0.5 / 1e6)
     judged = sum(m["cost_usd"] for m in outcome.summary["metrics"].values())
     assert outcome.summary["totals"]["cost_usd"] == pytest.approx(judged + embeddings["cost_usd"])

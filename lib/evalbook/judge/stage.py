@@ -300,8 +300,8 @@ def summarize_judgments(records: dict[str, dict[str, Any]], selection: Selection
         for key in ("calls", "cache_hits", "errors", "prompt_tokens", "completion_tokens"):
             totals[key] += summaries[metric][key]
     costs = [m["cost_usd"] for m in summaries.values()]
-    if embeddings is not None and "relevance" in summaries:
-        spent = summaries["relevance"]["embeddings"] = embedding_summary(embeddings, config.get("prices"))
+    spent = None if embeddings is None else embedding_summary(embeddings, config.get("prices"))
+    if spent is not None:
         for key in ("calls", "cache_hits", "prompt_tokens"):
             totals[key] += spent[key]
         costs.append(spent["cost_usd"])
@@ -313,6 +313,8 @@ def summarize_judgments(records: dict[str, dict[str, Any]], selection: Selection
                      "n_judged": len(selection.judged_ids),
                      "fraction_of_eligible_judged": len(selection.judged_ids) / n_eligible},
         "metrics": summaries,
+        # an embedding endpoint's calls for the metrics that embed (relevance); None: local embeddings
+        "embeddings": spent,
         "totals": {**{k: int(totals[k]) for k in ("calls", "cache_hits", "errors", "prompt_tokens",
                                                   "completion_tokens")},
                    "cost_usd": "unknown" if any(c == "unknown" for c in costs) else float(sum(costs))},
@@ -391,7 +393,7 @@ def openai_embedder(settings: JudgeSettings, model_name: str, cache: JudgeCache,
 
 
 def embedding_summary(usage: EmbeddingUsage, prices: dict[str, float] | None) -> dict[str, Any]:
-    """Relevance's embedding calls, cache hits, tokens and cost: the tokens at
+    """The embedding endpoint's calls, cache hits, tokens and cost: the tokens at
     `prices.embedding_usd_per_million`; "unknown" when calls were made without that price."""
     price = (prices or {}).get("embedding_usd_per_million")
     cost: float | str = "unknown" if price is None and usage.calls else usage.prompt_tokens * (price or 0) / 1e6
