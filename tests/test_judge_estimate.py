@@ -16,7 +16,7 @@ import pytest
 from evalbook.judge.estimate import OverBudget, describe
 from evalbook.judge.stage import judge_table
 from test_judge_secrets import write_judge_profile  # noqa: F401  (a fixture)
-from test_judge_stage import FakeJudge, canonical, embed
+from test_judge_stage import FakeJudge, cache, canonical, embed  # noqa: F401  (cache: a fixture)
 
 # FakeJudge answers by these answers' words ("teal bin" is e1, "Ignore previous" is e2)
 ANSWERS = [("e1", "Glass goes in the teal bin.", "EnterpriseSearchPolicy"),
@@ -41,15 +41,6 @@ class CountingJudge(FakeJudge):
 def config(default_judge_config) -> dict:
     default_judge_config["sample_size"] = None
     return default_judge_config
-
-
-@pytest.fixture
-def cache(tmp_path):
-    from evalbook.judge.cache import JudgeCache
-
-    cache = JudgeCache(tmp_path / "judge-cache.sqlite")
-    yield cache
-    cache.close()
 
 
 def judge(config, cache, server=None):

@@ -15,9 +15,8 @@ import httpx
 import numpy as np
 import pytest
 
-from evalbook.judge.cache import JudgeCache
 from evalbook.judge.stage import judge_table
-from test_judge_stage import canonical, embed
+from test_judge_stage import cache, canonical, embed  # noqa: F401  (cache: a fixture)
 
 REPEATS = 3
 ANSWER = "Bins are collected on Tuesdays. Glass goes in the teal bin."
@@ -57,13 +56,6 @@ def config(default_judge_config) -> dict:
         default_judge_config["metrics"][name]["enabled"] = False
     default_judge_config["metrics"]["groundedness"]["threshold"] = 0.75
     return default_judge_config
-
-
-@pytest.fixture
-def cache(tmp_path):
-    cache = JudgeCache(tmp_path / "judge-cache.sqlite")
-    yield cache
-    cache.close()
 
 
 def judge(config, cache):

@@ -51,11 +51,16 @@ def _compare(args: argparse.Namespace) -> int:
              "confidence": args.confidence, "tolerance": args.tolerance, "n_regressions": args.regressions}
     parameters = {name: value for name, value in given.items() if value is not None}
     result = run_comparison(args.params, args.baseline, args.candidate, parameters, overrides=args.overrides)
-    print(f"comparison folder: {result.output_dir}")
+    return _print_document(result, "comparison", "05_compare")
+
+
+def _print_document(result, what: str, stage: str) -> int:
+    """A comparison's or calibration's folder and pages, then its JSON's location last."""
+    print(f"{what} folder: {result.output_dir}")
     if result.html:
-        print(f"05_compare HTML: {result.html}")
+        print(f"{stage} HTML: {result.html}")
     if result.html_noinput:
-        print(f"05_compare HTML without code: {result.html_noinput}")
+        print(f"{stage} HTML without code: {result.html_noinput}")
     print(result.location)
     return 0
 
@@ -68,13 +73,7 @@ def _calibrate(args: argparse.Namespace) -> int:
              "resamples": args.resamples, "bootstrap_seed": args.bootstrap_seed, "confidence": args.confidence}
     parameters = {name: value for name, value in given.items() if value is not None}
     result = run_calibration(args.params, args.run, args.labels, parameters, overrides=args.overrides)
-    print(f"calibration folder: {result.output_dir}")
-    if result.html:
-        print(f"06_calibrate HTML: {result.html}")
-    if result.html_noinput:
-        print(f"06_calibrate HTML without code: {result.html_noinput}")
-    print(result.location)
-    return 0
+    return _print_document(result, "calibration", "06_calibrate")
 
 
 def _diff(args: argparse.Namespace) -> int:

@@ -512,6 +512,19 @@ def latest_pair(local_root: Path, env: str) -> tuple[str, str]:
     return str(runs[0]), str(runs[1])
 
 
+def _new_document_folder(parent: Path, document_id: str, profile: Profile, what: str) -> tuple[Path, Path, Path]:
+    """The write-once folder of a comparison or calibration `document_id` under `parent`, its JSON's
+    path beside it, and the profile as resolved (overrides applied), written into the folder as
+    `params.yaml` for the notebook to read."""
+    output_dir, document = parent / document_id, parent / f"{document_id}.json"
+    if output_dir.exists() or document.exists():
+        raise RunFailed(f"{what} {document_id} already exists at {output_dir}")
+    output_dir.mkdir(parents=True)
+    resolved = output_dir / "params.yaml"
+    write_new(resolved, yaml.safe_dump(resolved_values(profile), sort_keys=False).encode("utf-8"))
+    return output_dir, document, resolved
+
+
 def _execute_beside_runs(stage: str, parameters: dict[str, Any], output_dir: Path, document: Path,
                          what: str) -> dict[str, str]:
     """Run `stage` (05_compare, 06_calibrate) with Papermill into `output_dir`, and render its HTML.
@@ -573,14 +586,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     remote = is_remote(candidate_location)
     parent = (remote_comparisons_folder(local_root, profile["env"]) if remote
               else comparisons_folder(Path(candidate_location)))
-    output_dir, comparison_path = parent / comparison_id, parent / f"{comparison_id}.json"
-    if output_dir.exists() or comparison_path.exists():
-        raise RunFailed(f"comparison {comparison_id} already exists at {output_dir}")
-    output_dir.mkdir(parents=True)
-
-    # 05 reads the profile as resolved here, overrides applied, from the comparison's own folder
-    resolved = output_dir / "params.yaml"
-    write_new(resolved, yaml.safe_dump(resolved_values(profile), sort_keys=False).encode("utf-8"))
+    output_dir, comparison_path, resolved = _new_document_folder(parent, comparison_id, profile, "comparison")
     parameters = {"params_path": str(resolved), "baseline": baseline_location,
                   "candidate": candidate_location, "run_dir": str(output_dir),
                   "comparison_path": str(comparison_path), "run_id": comparison_id,
@@ -658,12 +664,7 @@ def run_calibration(params_path: str, run: str | None, labels: str,
     calibration_id = f"{report.run_id[:8]}-{created:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:4]}"
     remote = is_remote(location)
     parent = remote_calibration_folder(local_root, profile["env"]) if remote else calibration_folder(Path(location))
-    output_dir, calibration_path = parent / calibration_id, parent / f"{calibration_id}.json"
-    if output_dir.exists() or calibration_path.exists():
-        raise RunFailed(f"calibration {calibration_id} already exists at {output_dir}")
-    output_dir.mkdir(parents=True)
-    resolved = output_dir / "params.yaml"
-    write_new(resolved, yaml.safe_dump(resolved_values(profile), sort_keys=False).encode("utf-8"))
+    output_dir, calibration_path, resolved = _new_document_folder(parent, calibration_id, profile, "calibration")
     parameters = {**given, "params_path": str(resolved), "run": location, "labels_path": labels_path,
                   "run_dir": str(output_dir), "calibration_path": str(calibration_path),
                   "run_id": calibration_id}

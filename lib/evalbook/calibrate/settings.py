@@ -8,18 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evalbook.compare.settings import whole_number
+
 LABEL_KINDS = ("ordinal", "binary", "continuous")
 
 
 class CalibrationError(ValueError):
     """A calibration that cannot be computed or written as asked; the message says why."""
-
-
-def _whole(name: str, value: object, lowest: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < lowest:
-        kind = "a positive" if lowest == 1 else "a non-negative"
-        raise CalibrationError(f"{name} must be {kind} integer, got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -39,9 +34,10 @@ class Settings:
     label_kind: str | None = None  # ordinal, binary or continuous; None: inferred and stated
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "resamples", _whole("resamples", self.resamples, 1))
-        object.__setattr__(self, "seed", _whole("seed", self.seed, 0))
-        object.__setattr__(self, "n_disagreements", _whole("n_disagreements", self.n_disagreements, 0))
+        object.__setattr__(self, "resamples", whole_number("resamples", self.resamples, 1, CalibrationError))
+        object.__setattr__(self, "seed", whole_number("seed", self.seed, 0, CalibrationError))
+        object.__setattr__(self, "n_disagreements",
+                           whole_number("n_disagreements", self.n_disagreements, 0, CalibrationError))
         if not 0 < self.confidence < 1:
             raise CalibrationError(f"confidence must lie strictly between 0 and 1, got {self.confidence}")
         if not 0 < self.target_precision <= 1:

@@ -12,10 +12,12 @@ from typing import Any
 from evalbook.compare import ComparisonError
 
 
-def _whole(name: str, value: Any, lowest: int) -> int:
-    if isinstance(value, bool) or int(value) != value or value < lowest:
+def whole_number(name: str, value: Any, lowest: int, error: type[Exception] = ComparisonError) -> int:
+    """`value` as an int when it is a whole number of at least `lowest`; else `error` naming it.
+    Shared by the comparison's and the calibration's settings."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < lowest:
         kind = "a positive" if lowest == 1 else "a non-negative"
-        raise ComparisonError(f"{name} must be {kind} integer, got {value}")
+        raise error(f"{name} must be {kind} integer, got {value!r}")
     return int(value)
 
 
@@ -33,9 +35,9 @@ class Settings:
     n_regressions: int = 10  # largest per-example regressions listed for each metric
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "resamples", _whole("resamples", self.resamples, 1))
-        object.__setattr__(self, "seed", _whole("seed", self.seed, 0))
-        object.__setattr__(self, "n_regressions", _whole("n_regressions", self.n_regressions, 0))
+        object.__setattr__(self, "resamples", whole_number("resamples", self.resamples, 1))
+        object.__setattr__(self, "seed", whole_number("seed", self.seed, 0))
+        object.__setattr__(self, "n_regressions", whole_number("n_regressions", self.n_regressions, 0))
         if not 0 < self.confidence < 1:
             raise ComparisonError(f"confidence must lie strictly between 0 and 1, got {self.confidence}")
         if not self.tolerance >= 0:
