@@ -433,29 +433,6 @@ def test_without_a_key_variable_a_placeholder_key_is_sent(cache, monkeypatch):
     assert server.requests[0].headers["authorization"] == f"Bearer {client_module.NO_KEY}"
 
 
-# ---------------------------------------------------------------- backoff arithmetic
-
-def test_retry_after_in_seconds_or_as_an_http_date():
-    from email.utils import format_datetime
-    from datetime import datetime, timedelta, timezone
-
-    assert client_module.retry_after_seconds(httpx.Headers({"Retry-After": "2"})) == 2.0
-    assert client_module.retry_after_seconds(httpx.Headers({"Retry-After": "1.5"})) == 1.5
-    assert client_module.retry_after_seconds(httpx.Headers({})) is None
-    assert client_module.retry_after_seconds(httpx.Headers({"Retry-After": "soon"})) is None
-    later = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
-    assert 25 <= client_module.retry_after_seconds(httpx.Headers({"Retry-After": later})) <= 31
-
-
-def test_backoff_is_full_jitter_under_an_exponential_ceiling():
-    for attempt in range(6):
-        for _ in range(50):
-            wait = client_module.backoff_seconds(attempt, 0.5, None)
-            assert 0 <= wait <= min(client_module.MAX_BACKOFF_SECONDS, 0.5 * 2 ** attempt)
-    assert client_module.backoff_seconds(0, 0.5, 2.0) == 2.0
-    assert client_module.backoff_seconds(0, 0.5, 1e6) == client_module.MAX_BACKOFF_SECONDS
-
-
 def test_a_loopback_judge_is_reached_directly_even_with_a_proxy_set(tmp_path, monkeypatch):
     # A real HTTP server on 127.0.0.1, and a proxy variable pointing nowhere: the judge must
     # not send loopback traffic through the proxy.

@@ -1,8 +1,8 @@
 """Judge calls through the `openai` client: cache, bounded concurrency, retries, token counts.
 
-`JudgeClient.run(requests)` is synchronous. It runs its own event loop in a worker thread, so
-it works the same in a script, in Jupyter and in Papermill (where the kernel's loop is already
-running) without patching the user's loop. Inside, an `asyncio.Semaphore` bounds concurrency.
+`JudgeClient.run(requests)` is synchronous: it runs its own event loop in a worker thread
+(evalbook.calls.run_in_worker), so it works in Jupyter too. Inside, an `asyncio.Semaphore`
+bounds concurrency.
 
 Retries: 429, 5xx, timeouts, lost connections and malformed HTTP 200 replies (a body that is
 not JSON, or not a chat completion: no `choices`, no message) are retried with exponential
@@ -22,19 +22,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
-import threading
-import time
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
+from evalbook.calls import backoff_seconds, retry_after_seconds, run_in_worker
 from evalbook.judge.cache import JudgeCache, cache_key
 from evalbook.judge.parsing import Unparsed, Unreadable, parse_reply
 
 STRUCTURED_MODES = ("json_schema", "json_object_schema", "json_instructions")
-MAX_BACKOFF_SECONDS = 60.0
 NO_KEY = "no-key"  # local servers ignore the key, but the openai client requires a value
 
 
@@ -144,27 +140,6 @@ def response_format(mode: str, schema: dict[str, Any]) -> dict[str, Any] | None:
     raise JudgeConfigError(f"structured_output must be one of {STRUCTURED_MODES}, got {mode!r}")
 
 
-def retry_after_seconds(headers: Any) -> float | None:
-    """Seconds to wait from a `Retry-After` header (seconds or an HTTP date), if any."""
-    value = headers.get("retry-after") if headers is not None else None
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError):
-            return None
-
-
-def backoff_seconds(attempt: int, base: float, retry_after: float | None) -> float:
-    """Retry-After when the server sends it, else full jitter on an exponential ceiling."""
-    if retry_after is not None:
-        return min(retry_after, MAX_BACKOFF_SECONDS)
-    return random.uniform(0, min(MAX_BACKOFF_SECONDS, base * 2 ** attempt))
-
-
 def completion_message(response: Any) -> tuple[str | None, str | None]:
     """The message text and finish reason of a chat completion; MalformedReply when it is none.
 
@@ -213,20 +188,7 @@ class JudgeClient:
     def run(self, requests: Sequence[JudgeRequest],
             on_reply: Callable[[JudgeReply], None] | None = None) -> list[JudgeReply]:
         """Answer every request (cache first), in order; blocks until all are done."""
-        outcome: dict[str, Any] = {}
-
-        def worker() -> None:
-            try:
-                outcome["replies"] = asyncio.run(self._run_all(list(requests), on_reply))
-            except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
-                outcome["error"] = error
-
-        thread = threading.Thread(target=worker, name="evalbook-judge", daemon=True)
-        thread.start()
-        thread.join()
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["replies"]
+        return run_in_worker(lambda: self._run_all(list(requests), on_reply), "evalbook-judge")
 
     async def _run_all(self, requests: list[JudgeRequest], on_reply) -> list[JudgeReply]:
         import httpx
