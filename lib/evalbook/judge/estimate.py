@@ -2,10 +2,13 @@
 whether they fit the profile's budget (`judge.max_calls`, `judge.max_cost_usd`).
 
 - **Calls**: the requests not answered by the cache (each repeat is a request of its own).
-- **Prompt tokens**: counted by the judge server's own tokenizer where it offers one
-  (llama.cpp's `POST /extras/tokenize/count`, asked only of a server on this machine, so that no
-  prompt goes anywhere a call would not); otherwise not counted before the calls, and said so.
-  The count is of the prompt text: the server's chat template adds a few tokens per call.
+- **Prompt tokens**: for a judge server on this machine, counted by its own tokenizer
+  (llama.cpp's `POST /extras/tokenize/count`); for one elsewhere, by tiktoken on this machine
+  when it knows the model's encoding (OpenAI's models), so that no prompt goes anywhere a call
+  would not. tiktoken fetches an encoding's ranks file on first use and caches it in
+  TIKTOKEN_CACHE_DIR; offline, without that file, or for a model tiktoken does not know, the
+  tokens are not counted before the calls, and the reason says so. The count is of the prompt
+  text: the chat template (the server's, or OpenAI's message format) adds a few tokens per call.
 - **Cost**: with prices pinned (`judge.prices`, USD per million tokens), the prompt tokens' cost,
   and at most that plus every call's `max_tokens` at the output price.
 
@@ -14,13 +17,23 @@ A run over budget is refused before any call, naming the limit and the override 
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from evalbook.judge.client import JudgeRequest, JudgeSettings
 
+if TYPE_CHECKING:
+    import tiktoken
+
 TOKENIZE_PATH = "/extras/tokenize/count"
 COUNTER = "the judge server's tokenizer (llama.cpp /extras/tokenize/count)"
+# tiktoken fetches a ranks file with no timeout of its own: a blackholed network would hang the run
+ENCODING_LOAD_TIMEOUT = 20.0  # seconds
+
+_encoding_loads: dict[str, Future] = {}  # by encoding name, kept while running so a hung load is not restarted
+_encoding_loads_lock = threading.Lock()
 
 
 class OverBudget(RuntimeError):
@@ -41,14 +54,19 @@ def server_root(base_url: str) -> str:
 
 def count_prompt_tokens(settings: JudgeSettings, prompts: Sequence[str], http_transport=None,
                         timeout: float = 10.0) -> TokenCount:
+    """The prompts' tokens, by a server on this machine or else by tiktoken, or None with the reason."""
+    if not prompts:
+        return TokenCount(0, "no call to make")
+    if settings.loopback:
+        return count_by_server(settings, prompts, http_transport, timeout)
+    return count_by_tiktoken(settings, prompts)
+
+
+def count_by_server(settings: JudgeSettings, prompts: Sequence[str], http_transport,
+                    timeout: float) -> TokenCount:
     """The prompts' tokens by the judge server's tokenizer, or None with the reason."""
     import httpx
 
-    if not prompts:
-        return TokenCount(0, "no call to make")
-    if not settings.loopback:
-        return TokenCount(None, f"not counted before the calls: {settings.host} is not on this machine, "
-                                "and its calls report their tokens")
     url = server_root(settings.base_url) + TOKENIZE_PATH
     headers = {"Authorization": f"Bearer {settings.api_key()}"} if settings.api_key_env else {}
     total = 0
@@ -64,6 +82,64 @@ def count_prompt_tokens(settings: JudgeSettings, prompts: Sequence[str], http_tr
         return TokenCount(None, f"not counted before the calls: POST {TOKENIZE_PATH} failed "
                                 f"({type(error).__name__})")
     return TokenCount(total, COUNTER)
+
+
+def count_by_tiktoken(settings: JudgeSettings, prompts: Sequence[str]) -> TokenCount:
+    """The prompts' tokens by tiktoken's encoding of the model, on this machine, or None with the reason."""
+    import tiktoken
+
+    try:
+        name = tiktoken.encoding_name_for_model(settings.model)
+    except KeyError:
+        return TokenCount(None, f"not counted before the calls: {settings.host} is not on this machine, "
+                                f"and tiktoken knows no encoding for the model {settings.model!r}; "
+                                "its calls report their tokens")
+    try:
+        encoding = load_encoding(name)
+    except TimeoutError:
+        return TokenCount(None, f"not counted before the calls: loading tiktoken's encoding {name} timed out "
+                                f"after {ENCODING_LOAD_TIMEOUT:g} s (its ranks file is fetched on first use); "
+                                + countable_offline(name))
+    except (OSError, ValueError) as error:  # no network, no cache folder, a file that fails its sha256
+        return TokenCount(None, f"not counted before the calls: tiktoken's encoding {name} could not be loaded "
+                                f"({type(error).__name__}); " + countable_offline(name))
+    # user text may hold a special token's text: the API reads it as text, and so does the count
+    total = sum(len(encoding.encode_ordinary(prompt)) for prompt in prompts)
+    return TokenCount(total, f"tiktoken {name} (the model {settings.model})")
+
+
+def countable_offline(encoding_name: str) -> str:
+    """How to give tiktoken the encoding without the network. tiktoken names its cached file after
+    the sha1 of the file's URL, so the way that cannot go wrong is to let tiktoken fill the cache."""
+    fill = f"import tiktoken; tiktoken.get_encoding('{encoding_name}')"
+    return (f'to count them offline, fill a tiktoken cache where the network is (TIKTOKEN_CACHE_DIR=<folder> '
+            f'python -c "{fill}"), then copy the folder here and set TIKTOKEN_CACHE_DIR to it; '
+            "its calls report their tokens")
+
+
+def load_encoding(name: str) -> tiktoken.Encoding:
+    """tiktoken's encoding `name`, by tiktoken's own loader (which fetches its ranks file on first
+    use, checks its sha256 and caches it), loaded once a process.
+
+    The load runs in a daemon thread, waited on for ENCODING_LOAD_TIMEOUT seconds, after which
+    TimeoutError; a load still running is waited on again by the next call, one that failed is
+    tried again."""
+    import tiktoken
+
+    with _encoding_loads_lock:
+        load = _encoding_loads.get(name)
+        if load is None or (load.done() and load.exception() is not None):
+            load = _encoding_loads[name] = Future()
+            threading.Thread(target=_settle, args=(load, tiktoken.get_encoding, name), daemon=True,
+                             name=f"tiktoken {name}").start()
+    return load.result(timeout=ENCODING_LOAD_TIMEOUT)
+
+
+def _settle(future: Future, function, *args) -> None:
+    try:
+        future.set_result(function(*args))
+    except Exception as error:  # raised again in the waiting caller
+        future.set_exception(error)
 
 
 def estimate(requests: Sequence[JudgeRequest], pending: Sequence[JudgeRequest], settings: JudgeSettings,
