@@ -74,6 +74,7 @@ def make_report(examples: list[dict], *, judge: bool = True, threshold: float = 
         "dataset": {"name": dataset, "split": "test"}, "models": models,
         "retrieval_summary": {"k": RETRIEVAL_K, "top_k_match_rate": 0.5},
         "judge_summary": judge_summary,
+        "generation_summary": None,
         "provenance": {"weights_sha256": {"sentence_transformer": "a" * 64, "bertscore": "b" * 64},
                        "bertscore_num_layers": 17, "bertscore_hash": "bert-model_L17_no-idf"},
     }

@@ -143,6 +143,7 @@ def make_report(scores: dict[str, float | None], *, tag: str = "base", retrieval
                    "n_truncated_bertscore": 0, "n_truncated_sentence": 0,
                    "n_skipped_incomplete_examples": 0, "skipped_incomplete_rows": []},
         "judge_summary": judge_summary,
+        "generation_summary": None,
         "examples": examples,
         "provenance": {"git_commit": None, "params_hash": "sha256:" + "0" * 64,
                        "params_profile": {"path": "params/default.yaml", "name": "default", "version": 1,

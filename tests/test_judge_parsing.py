@@ -145,7 +145,7 @@ def test_template_hash_changes_when_its_text_changes():
 def test_every_shipped_template_loads_and_a_missing_one_is_a_prompt_error():
     for metric in JUDGED_METRICS:
         assert load_template(*metric.PROMPT).text.strip()
-    with pytest.raises(PromptError, match="no judge prompt template"):
+    with pytest.raises(PromptError, match="no prompt template groundedness-v99.txt in evalbook/judge/prompts"):
         load_template("groundedness", 99)
 
 

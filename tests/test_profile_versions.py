@@ -28,6 +28,9 @@ SCORE_KEYS = (
     "judge.enabled", "judge.base_url", "judge.model", "judge.temperature", "judge.seed", "judge.max_tokens",
     "judge.structured_output", "judge.sample_size", "judge.sample_seed", "judge.ground_truth_column",
     "judge.eligible_sources", "judge.metrics", "judge.embedding", "judge.repeats",
+    # What generates the answers, and the source they are given (which the judge's eligibility reads).
+    "generate.enabled", "generate.kind", "generate.source", "generate.system_version", "generate.http",
+    "generate.openai",
 )
 # Keys that change where or how a run executes, or what it is called, but no score.
 NOT_SCORE_KEYS = (
@@ -41,6 +44,9 @@ NOT_SCORE_KEYS = (
     "judge.note", "judge.api_key_env", "judge.timeout_seconds", "judge.max_retries",
     "judge.concurrency", "judge.prices", "judge.cache_path", "judge.start_server",
     "judge.max_calls", "judge.max_cost_usd",  # refuse a run over budget; change no score
+    # How the system under test is reached and how patiently, and what the runner starts for it.
+    "generate.concurrency", "generate.timeout_seconds", "generate.max_retries", "generate.backoff_seconds",
+    "generate.cache_path", "generate.start_server", "generate.service",
 )
 
 # profile name -> version -> hash of its score-affecting keys. Keep the old versions' lines.
@@ -49,6 +55,7 @@ RECORDED_HASHES: dict[str, dict[int, str]] = {
                2: "sha256:494f01c4d2227945c2317a3896db236331ffbc1aaa950d4603ddc84c3e8e31c3"},
     "default": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6",
                 2: "sha256:9904c2e64c1ef23d8ecb64bf1d570133067be7ad9c02695bc2457a529ba229bd"},
+    "generate-local": {1: "sha256:e86cb15a6ac46f71c9a3d23ab5e7a65a9c322d1e7e35989dac8384939981c3c7"},
     "local-judge": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6",
                     2: "sha256:9904c2e64c1ef23d8ecb64bf1d570133067be7ad9c02695bc2457a529ba229bd"},
     "openai": {1: "sha256:8cf32d7466f9815d4240db29b91968dd81393c4bb54b0c72cacac2bfd99d29ea"},
@@ -67,12 +74,33 @@ def covering(dotted: str, prefixes: tuple[str, ...]) -> list[str]:
     return [prefix for prefix in prefixes if dotted == prefix or dotted.startswith(prefix + ".")]
 
 
+def dotted(values: Any, key: str) -> tuple[bool, Any]:
+    """(found, value) of a dotted key in nested mappings."""
+    for part in key.split("."):
+        if not isinstance(values, dict) or part not in values:
+            return False, None
+        values = values[part]
+    return True, values
+
+
+def at_added_default(key: str, value: Any) -> bool:
+    """True when `key` is a key added later (params.ADDED_KEYS, or inside an added section) at
+    the value that reproduces the behaviour before it."""
+    for added, default in ADDED_KEYS.items():
+        if key == added:
+            return value == default
+        if key.startswith(added + "."):
+            found, before = dotted(default, key[len(added) + 1:])
+            return found and value == before
+    return False
+
+
 def score_values(profile: Profile) -> dict[str, Any]:
-    """The loaded profile's score-affecting keys, as dotted key -> value. A key added later
-    (params.ADDED_KEYS) at the default that reproduces the behaviour before it is left out: it
-    changes no score, so it leaves the hash, and the version, as they were."""
-    values = {key: profile.get(key) for key in SCORE_KEYS}
-    return {key: value for key, value in values.items() if key not in ADDED_KEYS or value != ADDED_KEYS[key]}
+    """The loaded profile's score-affecting keys, as dotted key -> value. A key added later at
+    the default that reproduces the behaviour before it, or absent from its section, is left out:
+    it changes no score, so it leaves the hash, and the version, as they were."""
+    values = {key: dotted(profile.values, key) for key in SCORE_KEYS}
+    return {key: value for key, (found, value) in values.items() if found and not at_added_default(key, value)}
 
 
 def version_problem(profile: Profile) -> str | None:

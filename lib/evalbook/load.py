@@ -699,6 +699,18 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
                                      "predictions_path": input_sha256(predictions_path)})
 
 
+def sampled_examples(input_path: str, limit: int | None = None, seed: int = 0, split: str = "test",
+                     hf_filesystem=None, skip_incomplete: bool = False) -> pd.DataFrame:
+    """The examples that load_evaluation_set keeps with the same arguments, before any answer
+    is joined: what 00_generate asks the system under test about."""
+    examples, _, _ = _read_examples(input_path, split, hf_filesystem, skip_incomplete)
+    if "generated_answer" in examples.columns:
+        raise LoadError(input_path, "this file holds generated answers, and generate.enabled asks the system "
+                        "under test for new ones; keep one: -p generate.enabled=false scores these",
+                        column="generated_answer")
+    return examples.iloc[_sample_positions(len(examples), limit, seed)].reset_index(drop=True)
+
+
 def _column_or_null(frame: pd.DataFrame, column: str) -> list[Any]:
     if column not in frame.columns:
         return [None] * len(frame)

@@ -25,12 +25,13 @@ from evalbook.validation import jsonschema
 PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_root")
 # Path keys that an override may set; paths in overrides resolve against the working folder.
 OVERRIDE_PATH_KEYS = (*PATH_KEYS, "models.bertscore.baseline_path", "judge.cache_path",
-                      "scoring.embedding_cache.path")
+                      "scoring.embedding_cache.path", "generate.cache_path")
 REQUIRED_PATH_KEYS = ("input_path", "outputs_root", "local_outputs_root")
 DEFAULT_LOCAL_OUTPUTS_ROOT = "outputs"
 # Keys whose values are text: `-p env=2026` or `-p generator=3.5` must stay strings.
 TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator", "ray_address",
-                       "ray_shared_path", "dataset.name", "dataset.split", "scoring.embedding_cache.path"))
+                       "ray_shared_path", "dataset.name", "dataset.split", "scoring.embedding_cache.path",
+                       "generate.system_version", "generate.source", "generate.cache_path"))
 TEXT_KEY_SUFFIXES = (".name", ".source", ".sha256", ".baseline_path")
 # Keys added after profile-v1 was first used, with the value that reproduces the behaviour
 # before them; each has a line in params/CHANGELOG.md. The embedded profiles set them all.
@@ -47,6 +48,7 @@ ADDED_KEYS: dict[str, Any] = {
     "judge.repeats": 1,
     "judge.max_calls": None,
     "judge.max_cost_usd": None,
+    "generate": {"enabled": False},
 }
 
 
@@ -276,6 +278,10 @@ def validate(values: dict[str, Any], origin: str) -> None:
     if judge["embedding"]["kind"] == "openai" and judge["embedding"].get("source"):
         raise ParamsError(f"{origin}: judge.embedding of kind openai is reached through the judge's "
                           "client; set its source to null")
+    if values["generate"]["enabled"] and values["predictions_path"] is not None:
+        raise ParamsError(f"{origin}: generate.enabled is true, so 00_generate writes the answers, but "
+                          f"predictions_path is also set ({values['predictions_path']}); keep one: "
+                          "-p predictions_path=null")
     shared = values["ray_shared_path"]
     if (shared is not None and not is_remote(shared)
             and not Path(shared.removeprefix("file://")).is_absolute()):
@@ -334,6 +340,8 @@ def resolved_values(profile: Profile) -> dict[str, Any]:
     values["models"]["bertscore"]["baseline_path"] = resolve_path(baseline, profile.root)
     values["local_outputs_root"] = str(local_outputs_root(profile))
     values["judge"]["cache_path"] = judge_cache_path(profile)
+    if values["generate"]["enabled"]:
+        values["generate"]["cache_path"] = generate_cache_path(profile)
     # null stays null: it means <local_outputs_root>/embedding-cache, made absolute just above
     embedding_cache = values["scoring"]["embedding_cache"]
     embedding_cache["path"] = resolve_path(embedding_cache["path"], profile.root)
@@ -363,6 +371,15 @@ def judge_cache_path(profile: Profile) -> str:
     configured = profile["judge"]["cache_path"]
     if configured is None:
         return str(local_outputs_root(profile) / "judge-cache.sqlite")
+    return resolve_path(configured, profile.root)
+
+
+def generate_cache_path(profile: Profile) -> str:
+    """The generate stage's response cache: `generate.cache_path`, else `generate-cache.sqlite`
+    in the local outputs root, shared by all runs."""
+    configured = profile["generate"]["cache_path"]
+    if configured is None:
+        return str(local_outputs_root(profile) / "generate-cache.sqlite")
     return resolve_path(configured, profile.root)
 
 

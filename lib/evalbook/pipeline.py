@@ -27,11 +27,14 @@ from evalbook.files import write_atomically
 from evalbook.layout import interactive_folder, report_path
 from evalbook.metrics import names
 from evalbook.score.models import resolve_profile_models
-from evalbook.params import Profile, judge_cache_path, load_profile, local_outputs_root, locate_profile
+from evalbook.params import (Profile, generate_cache_path, judge_cache_path, load_profile, local_outputs_root,
+                             locate_profile)
 from evalbook.provenance import run_provenance
 from evalbook.report.document import build_report, write_report
 from evalbook.stats import summarize
 
+GENERATED = "generated.parquet"
+GENERATION = "generation.json"
 CANONICAL = "canonical.parquet"
 LOAD_SUMMARY = "load.json"
 SCORED = "scored.parquet"
@@ -116,12 +119,96 @@ def _require(ctx: StageContext, name: str, producer: str) -> Path:
     return path
 
 
+# ---------------------------------------------------------------- 00_generate
+
+def run_generate(ctx: StageContext, http_transport=None):
+    """00_generate: ask the profile's endpoint for the answers of the examples 01_load will keep;
+    writes generated.parquet (the predictions 01_load joins) and generation.json (its summary).
+
+    Every row is written, failed ones with their reason; when every row failed, GenerateFailed
+    is raised after the files are written, so that the run fails and its folder shows why.
+    """
+    from evalbook.generate.stage import check_something_generated, generate_answers
+    from evalbook.judge.cache import JudgeCache
+
+    profile, config = ctx.profile, ctx.profile["generate"]
+    if not config["enabled"]:
+        raise StageError("generate.enabled is false in the profile: 01_load reads predictions_path "
+                         "(-p generate.enabled=true, with a generate section, asks the system under test)")
+    examples = load_module.sampled_examples(
+        profile.path("input_path"), limit=profile["limit"], seed=profile["seed"],
+        split=profile["dataset"]["split"], skip_incomplete=profile["skip_incomplete_examples"])
+    _check_retrieved_contexts(examples, config, profile.path("input_path"))
+    cache = JudgeCache(Path(generate_cache_path(profile)))
+    bar = _progress_bar(ctx, "generating", "answer")
+
+    def planned(calls: int, cached: int) -> None:
+        print(f"before the first call: {calls} calls to make ({cached} of {calls + cached} answers "
+              "from the cache)", flush=True)
+        bar.reset(total=calls)
+
+    def done(generation, client) -> None:
+        stats = client.stats
+        bar.set_postfix(calls=stats.calls, retries=stats.retries, refresh=False)
+        bar.update(0 if generation.cached else 1)
+
+    try:
+        outcome = generate_answers(examples, config, cache, http_transport, on_done=done, on_plan=planned)
+    finally:
+        bar.close()
+        cache.close()
+    ctx.write_table(GENERATED, outcome.table)
+    ctx.write_json(GENERATION, outcome.summary)
+    check_something_generated(outcome.summary, outcome.table)
+    return outcome
+
+
+def _check_retrieved_contexts(examples: pd.DataFrame, config: dict[str, Any], input_path: str) -> None:
+    """The openai kind with `context: retrieved` needs every example's retrieved_contexts."""
+    if config["kind"] != "openai" or config["openai"]["context"] != "retrieved":
+        return
+    column = examples["retrieved_contexts"] if "retrieved_contexts" in examples.columns else None
+    missing = examples.index if column is None else examples.index[column.isna()]
+    if len(missing):
+        rows = [int(r) for r in examples.loc[missing, "__row"]]
+        raise load_module.LoadError(input_path, "generate.openai.context is retrieved, but these examples "
+                                    "have no retrieved_contexts to give the model; set "
+                                    "-p generate.openai.context=gold or none", column="retrieved_contexts",
+                                    rows=rows)
+
+
+def generation_summary(ctx: StageContext) -> dict[str, Any] | None:
+    """generation.json of this folder, or None when 00_generate did not run here."""
+    return ctx.read_json(GENERATION) if ctx.artifact(GENERATION).exists() else None
+
+
+def _progress_bar(ctx: StageContext, description: str, unit: str):
+    """A progress bar over calls. Run by Papermill, it goes to the kernel process's own stderr
+    (the run's terminal or CI log), not into the executed notebook, and redraws at most every 15 s."""
+    from tqdm import tqdm as text_tqdm
+    from tqdm.auto import tqdm
+
+    if ctx.interactive:
+        return tqdm(desc=description, unit=unit)
+    return text_tqdm(desc=description, unit=unit, mininterval=15, file=sys.__stderr__)
+
+
 # ---------------------------------------------------------------- 01_load
+
+def predictions_source(ctx: StageContext) -> str | None:
+    """Where 01_load reads the answers: 00_generate's table when the profile generates them
+    (computed on the spot in the scratch folder), else `predictions_path`."""
+    if not ctx.profile["generate"]["enabled"]:
+        return ctx.profile.path("predictions_path")
+    if ctx.interactive and not ctx.artifact(GENERATED).exists():
+        run_generate(ctx)
+    return str(_require(ctx, GENERATED, "00_generate"))
+
 
 def run_load(ctx: StageContext) -> load_module.LoadResult:
     profile = ctx.profile
     result = load_module.load_evaluation_set(
-        profile.path("input_path"), profile.path("predictions_path"),
+        profile.path("input_path"), predictions_source(ctx),
         limit=profile["limit"], seed=profile["seed"], split=profile["dataset"]["split"],
         skip_incomplete=profile["skip_incomplete_examples"])
     ctx.write_table(CANONICAL, load_module.canonical_arrow(result.table))
@@ -249,13 +336,7 @@ def announce(bar, planned: dict[str, Any]) -> None:
 def judge_progress(ctx: StageContext):
     """A progress bar over the calls to make and its callback, showing calls, cache hits and
     errors; a reply from the cache moves no bar (it takes no time)."""
-    from tqdm import tqdm as text_tqdm
-    from tqdm.auto import tqdm
-
-    # Run by Papermill, the bar goes to the kernel process's own stderr (the run's terminal or CI
-    # log), not into the executed notebook, and redraws at most every 15 s.
-    bar = tqdm(desc="judging", unit="reply") if ctx.interactive else \
-        text_tqdm(desc="judging", unit="reply", mininterval=15, file=sys.__stderr__)
+    bar = _progress_bar(ctx, "judging", "reply")
 
     def update(reply, stats) -> None:
         totals = stats.per_metric.values()
@@ -282,9 +363,14 @@ HUB_DATASETS = "hf://datasets/"
 UNKNOWN_GENERATOR = "unknown"
 
 
-def generator_of(profile: Profile, loaded: dict[str, Any]) -> str:
-    """The system whose answers are scored: the profile's `generator`, else the values of the
-    data's `generator` column (joined when several), else "unknown"."""
+def generator_of(profile: Profile, loaded: dict[str, Any], generation: dict[str, Any] | None = None) -> str:
+    """The system whose answers are scored: when 00_generate asked for them, the model ids the
+    endpoint reported (else the openai kind's model); otherwise the profile's `generator`, else
+    the values of the data's `generator` column (joined when several), else "unknown"."""
+    if generation is not None:
+        reported = generation["models"] or ([generation["model"]] if generation["model"] else [])
+        if reported:
+            return ", ".join(reported)
     return profile["generator"] or ", ".join(loaded.get("generators") or []) or UNKNOWN_GENERATOR
 
 
@@ -334,6 +420,7 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
                   "scoring_device": scoring.get("device", "cpu"),
                   "inputs_sha256": loaded.get("inputs_sha256")}
     judged = judge_results(ctx)
+    generation = generation_summary(ctx)
     counts = {**loaded["counts"],
               "unmatched_prediction_ids": loaded["unmatched_prediction_ids"],
               "examples_without_prediction": loaded["examples_without_prediction"],
@@ -343,11 +430,11 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
     return build_report(
         run_id=ctx.run_id, timestamp=datetime.now(timezone.utc),
         dataset=dataset_label(ctx.profile),
-        models={"generator": generator_of(ctx.profile, loaded),
+        models={"generator": generator_of(ctx.profile, loaded, generation),
                 "bertscore": scoring["bertscore_model"],
                 "sentence_transformer": scoring["sentence_transformer_model"]},
         canonical=canonical, scored=scored, load_counts=counts,
-        k=ctx.profile["retrieval"]["k"], provenance=provenance, judge=judged)
+        k=ctx.profile["retrieval"]["k"], provenance=provenance, judge=judged, generation=generation)
 
 
 def save_report(ctx: StageContext, report: dict[str, Any]) -> Path:

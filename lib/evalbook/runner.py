@@ -29,7 +29,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -59,7 +59,9 @@ from evalbook.provenance import run_provenance
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
+GENERATE_STAGE = "00_generate"  # first, only when the profile's generate section is enabled
 STAGES = ("01_load", "02_score", "03_judge", "04_report")
+ALL_STAGES = (GENERATE_STAGE, *STAGES)
 
 
 class RunFailed(RuntimeError):
@@ -239,9 +241,15 @@ def needs_hub(profile) -> bool:
     return any(s.startswith("hub:") for s in models) or any(p.startswith("hf://") for p in inputs)
 
 
-def _run_stages(parameters: dict[str, Any], run_dir: Path, result: RunResult, log: TextIO) -> str | None:
+def stages_for(profile: Profile) -> tuple[str, ...]:
+    """The stages a run of `profile` executes, in order."""
+    return ALL_STAGES if profile["generate"]["enabled"] else STAGES
+
+
+def _run_stages(profile: Profile, parameters: dict[str, Any], run_dir: Path, result: RunResult,
+                log: TextIO) -> str | None:
     """Execute the stages in order; the failure message of the first that fails, else None."""
-    for stage in STAGES:
+    for stage in stages_for(profile):
         if not (NOTEBOOKS / f"{stage}.ipynb").exists():
             return f"stage {stage}: notebook {NOTEBOOKS / (stage + '.ipynb')} is missing"
         result.current_stage = stage
@@ -260,22 +268,62 @@ def start_judge_server(profile, run_dir: Path, log: TextIO):
     judge = profile["judge"]
     if not (judge["enabled"] and judge["start_server"]):
         return None
+    return start_local_model(judge["base_url"], judge["model"], run_dir / "judge-server.log", "judge", log)
+
+
+def start_generation_server(profile, run_dir: Path, log: TextIO):
+    """Start the local llama.cpp server for 00_generate when `generate.start_server` asks for it:
+    at the openai kind's base URL and model, or, for an http service, at the local judge's
+    default address, which the example service calls. None when not needed or already running."""
+    generate = profile["generate"]
+    if not (generate["enabled"] and generate["start_server"]):
+        return None
+    if generate["kind"] == "openai":
+        base_url, alias = generate["openai"]["base_url"], generate["openai"]["model"]
+    else:
+        from evalbook.judge.server import LocalServer
+
+        default = LocalServer()
+        base_url, alias = default.base_url, default.model_alias
+    return start_local_model(base_url, alias, run_dir / "model-server.log", "model", log)
+
+
+def start_local_model(base_url: str, alias: str, log_path: Path, role: str, log: TextIO):
+    """The local llama.cpp server at `base_url`, serving the model as `alias`, started and ready;
+    None when one already answers there (it is used as it is and left running)."""
     from evalbook.judge.server import LocalServer, is_serving
 
-    if is_serving(judge["base_url"]):
-        print(f"[evalbook] judge server already running at {judge['base_url']}", file=log, flush=True)
+    if is_serving(base_url):
+        print(f"[evalbook] {role} server already running at {base_url}", file=log, flush=True)
         return None
-    address = urlsplit(judge["base_url"])
-    server = LocalServer(host=address.hostname or "127.0.0.1", port=address.port or 80,
-                         model_alias=judge["model"])
-    print(f"[evalbook] starting the local judge server at {server.base_url}", file=log, flush=True)
+    address = urlsplit(base_url)
+    server = LocalServer(host=address.hostname or "127.0.0.1", port=address.port or 80, model_alias=alias)
+    print(f"[evalbook] starting the local {role} server at {server.base_url}", file=log, flush=True)
     try:
-        server.start(log_path=run_dir / "judge-server.log")
+        server.start(log_path=log_path)
         server.wait_ready(timeout=300)
     except BaseException:
         server.stop()  # also when a signal interrupts the start: never leave the server behind
         raise
     return server
+
+
+def start_service(profile: Profile, run_dir: Path, log: TextIO):
+    """Start `generate.service`, the system under test, and wait until it is ready; None when
+    the profile names none."""
+    generate = profile["generate"]
+    if not (generate["enabled"] and generate["service"]):
+        return None
+    from evalbook.generate.service import Service
+
+    service = Service(generate["service"], profile.root, run_dir / "service.log")
+    print(f"[evalbook] starting the service under test at {service.address}", file=log, flush=True)
+    try:
+        service.start()
+    except BaseException:
+        service.stop()
+        raise
+    return service
 
 
 @dataclass(frozen=True)
@@ -393,7 +441,7 @@ def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
         write_new(plan.run_dir / "params.yaml", yaml.safe_dump(values, sort_keys=False).encode("utf-8"))
         provenance = plan.provenance
         write_new(plan.run_dir / PROVENANCE, json.dumps(provenance, indent=2).encode("utf-8"))
-        failure = _run_with_judge_server(plan, result, log)
+        failure = _run_with_servers(plan, result, log)
     except RunInterrupted as interrupted:
         raise _record_interrupted(plan, result, provenance, interrupted, log) from None
     status = "failed" if failure else "succeeded"
@@ -415,20 +463,48 @@ def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
     return result
 
 
-def _run_with_judge_server(plan: PlannedRun, result: RunResult, log: TextIO) -> str | None:
-    """Start the judge server when the profile asks for one, run the stages, stop the server."""
+class StartFailed(RuntimeError):
+    """A server or service the profile asks for did not start; the message says which and why."""
+
+
+STARTS = (("model server start", "the local model server did not start", start_generation_server),
+          ("service start", "the service under test did not start", start_service),
+          ("judge server start", "the local judge server did not start", start_judge_server))
+
+
+@contextmanager
+def serving(profile: Profile, folder: Path, log: TextIO, judge: bool = True,
+            on_start: Any = None) -> Iterator[None]:
+    """Start what the profile asks for (the model server for generation, the service under test,
+    and with `judge` the judge server), logging into `folder`; stop them all on leaving, last
+    started first. `on_start(name)` is told each start before it begins. A start that fails
+    raises StartFailed after stopping what had started."""
+    with ExitStack() as started:
+        for name, failure, start in STARTS if judge else STARTS[:2]:
+            if on_start is not None:
+                on_start(name)
+            try:
+                process = start(profile, folder, log)
+            except RuntimeError as error:
+                raise StartFailed(f"{failure}: {error}") from error
+            if process is not None:
+                started.callback(process.stop)
+        yield
+
+
+def _run_with_servers(plan: PlannedRun, result: RunResult, log: TextIO) -> str | None:
+    """Run the stages with what the profile asks to be started; the failure message, else None."""
     parameters = {"params_path": str(plan.run_dir / "params.yaml"), "run_dir": str(plan.run_dir),
                   "run_id": plan.run_id}
-    result.current_stage = "judge server start"
+
+    def starting(name: str) -> None:
+        result.current_stage = name
+
     try:
-        server = start_judge_server(plan.profile, plan.run_dir, log)
-    except RuntimeError as error:
-        return f"the local judge server did not start: {error}"
-    try:
-        return _run_stages(parameters, plan.run_dir, result, log)
-    finally:
-        if server is not None:
-            server.stop()
+        with serving(plan.profile, plan.run_dir, log, on_start=starting):
+            return _run_stages(plan.profile, parameters, plan.run_dir, result, log)
+    except StartFailed as error:
+        return str(error)
 
 
 def _close_run(plan: PlannedRun, result: RunResult, provenance: dict[str, Any], status: str,

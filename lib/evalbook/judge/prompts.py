@@ -82,14 +82,17 @@ def defused(value: Any) -> Any:
     return defuse(str(value))
 
 
-def load_template(name: str, version: int) -> PromptTemplate:
+def load_template(name: str, version: int, package: str = "evalbook.judge") -> PromptTemplate:
+    """The template `<name>-v<version>.txt` in `package`'s `prompts/` folder (the judge's, or
+    evalbook.generate's), checked to compile."""
     filename = f"{name}-v{version}.txt"
+    where = package.replace(".", "/") + "/prompts"
     try:
-        text = resources.files("evalbook.judge").joinpath("prompts", filename).read_text("utf-8")
+        text = resources.files(package).joinpath("prompts", filename).read_text("utf-8")
     except FileNotFoundError as exc:
-        raise PromptError(f"no judge prompt template {filename} in evalbook/judge/prompts") from exc
+        raise PromptError(f"no prompt template {filename} in {where}") from exc
     try:
         compiled(text)
     except TemplateSyntaxError as exc:
-        raise PromptError(f"judge prompt template {filename}, line {exc.lineno}: {exc.message}") from exc
+        raise PromptError(f"prompt template {where}/{filename}, line {exc.lineno}: {exc.message}") from exc
     return PromptTemplate(name=name, version=version, text=text)

@@ -104,7 +104,11 @@ def is_loopback(host: str) -> bool:
 
 def is_serving(base_url: str, timeout: float = 2.0) -> bool:
     """True when GET `{base_url}/models` answers HTTP 200 within `timeout` seconds."""
-    url = f"{base_url.rstrip('/')}/models"
+    return answers_ok(f"{base_url.rstrip('/')}/models", timeout)
+
+
+def answers_ok(url: str, timeout: float = 2.0) -> bool:
+    """True when GET `url` answers HTTP 200 within `timeout` seconds."""
     handlers: list[urllib.request.BaseHandler] = []
     if is_loopback(urlsplit(url).hostname or ""):
         # A loopback server is never behind a proxy; an HTTP_PROXY set without NO_PROXY would
@@ -121,7 +125,7 @@ def is_serving(base_url: str, timeout: float = 2.0) -> bool:
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+def die_with_parent(parent_pid: int) -> Callable[[], None]:
     """A `preexec_fn` that has Linux send SIGTERM to the child when its parent dies.
 
     So a server outlives no runner, not even one killed with SIGKILL, which runs no clean-up.
@@ -223,7 +227,7 @@ class LocalServer:
         try:
             # Its own session: a Ctrl-C in the terminal reaches the runner, which stops the server
             # in order, rather than killing the server under a running stage.
-            die_with_parent = _die_with_parent(os.getpid()) if sys.platform == "linux" else None
+            die_with_parent = die_with_parent(os.getpid()) if sys.platform == "linux" else None
             self._process = subprocess.Popen(
                 self.command(model_path), stdin=subprocess.DEVNULL, stdout=output,
                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent,

@@ -19,7 +19,7 @@ from evalbook.metrics import METRICS, SCORE_FLAGS, names
 from evalbook.stats import PERCENTILE_METHOD, mean_interval, rate, summarize
 from evalbook.validation import ReportError, validate_report
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 INTERVAL_METHOD = (
     "percentile bootstrap of the mean over the examples with a value: numpy.random.default_rng(seed) "
     "draws `resamples` resamples of n indices with replacement; the interval is the (1 - confidence) / 2 "
@@ -88,11 +88,13 @@ def intervals(examples: list[dict[str, Any]], judged: dict[str, Any]) -> dict[st
 def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
                  models: dict[str, str], canonical: pd.DataFrame, scored: pd.DataFrame,
                  load_counts: dict[str, Any], k: int, provenance: dict[str, Any],
-                 judge: dict[str, Any] | None = None) -> dict[str, Any]:
+                 judge: dict[str, Any] | None = None,
+                 generation: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assemble the report; `timestamp` must be timezone-aware UTC.
 
     `judge` is 03_judge's result ({summary, models_judge, records}); without it the report
-    says the judge did not run.
+    says the judge did not run. `generation` is 00_generate's summary, None when the answers
+    were read from a file.
     """
     if timestamp.utcoffset() is None or timestamp.utcoffset().total_seconds() != 0:
         raise ReportError("the report timestamp must be timezone-aware UTC")
@@ -122,6 +124,7 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
                                       for column in names("similarity")},
         "counts": counts,
         "judge_summary": judge["summary"],
+        "generation_summary": generation,
         "intervals": intervals(examples, judge["summary"]["metrics"]),
         "examples": examples,
         "provenance": {**provenance, "percentile_method": PERCENTILE_METHOD},
