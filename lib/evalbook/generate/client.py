@@ -56,6 +56,7 @@ class Generation:
     completion_tokens: int | None = None
     latency_ms: float | None = None  # of the call that gave the response (for a cached one, when it was made)
     cached: bool = False
+    redacted: bool = False  # a header's value (a secret) was found in the response and replaced
     attempts: int = 0
     failure: str | None = None  # the kind of failure, for counting: "HTTP 503", "timed out", ...
     error: str | None = None  # the failure in full
@@ -179,13 +180,19 @@ class GenerateClient:
             values = self.endpoint.mapping.apply(document)
         except MappingError as error:
             return self._failed(generation, "response mapping", str(error))
-        generation.answer = values["answer"]
-        generation.model = values["model"]
+        generation.answer, generation.model = self._clean(generation, values["answer"], values["model"])
         generation.prompt_tokens = values["prompt_tokens"]
         generation.completion_tokens = values["completion_tokens"]
-        generation.retrieved_ids = values["retrieved_ids"]
-        generation.retrieved_contexts = values["retrieved_contexts"]
+        ids, contexts = values["retrieved_ids"], values["retrieved_contexts"]
+        generation.retrieved_ids = None if ids is None else self._clean(generation, *ids)
+        generation.retrieved_contexts = None if contexts is None else self._clean(generation, *contexts)
         return generation
+
+    def _clean(self, generation: Generation, *texts: str | None) -> list[str | None]:
+        """`texts` with any header value (a secret the service echoed) redacted; marks the row."""
+        cleaned = [None if text is None else self.redact(text) for text in texts]
+        generation.redacted = generation.redacted or cleaned != list(texts)
+        return cleaned
 
     def _failed(self, generation: Generation, failure: str, error: str | None) -> Generation:
         generation.status, generation.failure = "failed", failure

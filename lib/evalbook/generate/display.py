@@ -29,6 +29,9 @@ def headline(summary: dict[str, Any]) -> str:
     latency = summary["latency_ms"]
     if latency["n"]:
         text += f" Latency p50 {_ms(latency['p50'])}, p90 {_ms(latency['p90'])}, p99 {_ms(latency['p99'])}."
+    if summary["n_redacted"]:
+        text += (f" {summary['n_redacted']} responses held the value of a header (a secret), which was "
+                 "replaced by [redacted].")
     text += f" {summary['calls']} calls were made and {summary['cache_hits']} answers came from the cache."
     if summary["cache_hits"]:
         text += (f" Cached answers were made by system version "

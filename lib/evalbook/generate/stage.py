@@ -37,6 +37,7 @@ TABLE_SCHEMA = pa.schema([
     pa.field("prompt_tokens", pa.int64()),
     pa.field("completion_tokens", pa.int64()),
     pa.field("cached", pa.bool_(), nullable=False),
+    pa.field("redacted", pa.bool_(), nullable=False),
     pa.field("attempts", pa.int64(), nullable=False),
 ])
 
@@ -101,6 +102,7 @@ def summarize_generations(generations: list[Generation], endpoint: Endpoint, cli
                    "n_without_usage": sum(1 for g in ok if g.prompt_tokens is None and g.completion_tokens is None)},
         "calls": client.stats.calls, "cache_hits": client.stats.cache_hits, "retries": client.stats.retries,
         "models": sorted({g.model for g in ok if g.model}),
+        "n_redacted": sum(1 for g in generations if g.redacted),
         "n_without_retrieved_ids": sum(1 for g in ok if g.retrieved_ids is None) if endpoint.returns_retrieval else None,
         "settings": {key: config[key] for key in ("concurrency", "timeout_seconds", "max_retries", "backoff_seconds")},
     }
@@ -116,7 +118,7 @@ def generations_table(generations: list[Generation], endpoint: Endpoint, source:
                      # the model the endpoint reported; else the profile's, for the openai kind
                      "generator": (g.model or endpoint.model) if g.status == "ok" else None,
                      **{k: row[k] for k in ("status", "failure", "error", "latency_ms", "prompt_tokens",
-                                            "completion_tokens", "cached", "attempts")}})
+                                            "completion_tokens", "cached", "redacted", "attempts")}})
     table = pa.Table.from_pylist(rows, schema=TABLE_SCHEMA)
     return table if endpoint.returns_retrieval else table.drop_columns(["retrieved_ids", "retrieved_contexts"])
 
