@@ -7,10 +7,11 @@ PARAMS ?= params/default.yaml
 BENCH_PAIRS ?= 2000
 BENCH_MEMORY_PAIRS ?= 20000
 BENCH_JUDGE_EXAMPLES ?= 500
+BENCH_GENERATE_EXAMPLES ?= 320
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
   -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: run test bench bench-memory bench-judge bench-run judge-server setup browser compare calibrate diff venv clean-venv
+.PHONY: run test bench bench-memory bench-judge bench-generate bench-run judge-server setup browser compare calibrate diff venv clean-venv
 
 $(STAMP): pyproject.toml constraints.txt judge-model.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
@@ -94,6 +95,12 @@ bench-memory: setup
 # then a warm rerun that must make no call -> outputs/bench/judge.json
 bench-judge: setup
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_judge.py --examples $(BENCH_JUDGE_EXAMPLES)
+
+# Generate throughput at concurrency 1 (40 examples), 8 and 32 against a local stand-in RAG service
+# answering after 200 ms, then a warm rerun that must make no call (exit 1 if it makes any)
+# -> outputs/bench/generate.json
+bench-generate: setup
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_generate.py --examples $(BENCH_GENERATE_EXAMPLES)
 
 # A warm `make run` on the sample against the floor of one process scoring its 32 pairs, both
 # timed in this run; the ratio's target is 2.5 -> outputs/bench/run.json

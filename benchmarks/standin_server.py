@@ -1,4 +1,4 @@
-"""A stand-in OpenAI-compatible judge server for load generation: valid JSON after a fixed delay.
+"""A stand-in judge server and RAG service for load generation: valid JSON after a fixed delay.
 
 It answers `POST /v1/chat/completions` for every evalbook judge metric (groundedness,
 relevance, criteria) with a reply that the metric's parser and score math accept, after
@@ -8,6 +8,11 @@ json_schema and json_object_schema modes, the schema the stage appends to the pr
 json_instructions mode. It judges nothing (every statement is supported, every criterion met):
 it exists to measure the judge client, never the verdicts. `GET /stats` counts the requests
 served, so a benchmark can check that a cached rerun made no call.
+
+For the generate stage it also answers `POST /answer` (`{"id", "question"}`) the way
+examples/rag_service does: `{"id", "answer", "retrieved": [{"id", "text"}], "model", "usage"}`,
+after the same delay. The answer repeats the question and the retrieved documents are fixed: it
+exists to measure the generate client, never the answers.
 
     python benchmarks/standin_server.py --delay-ms 200    # prints: listening on http://127.0.0.1:<port>/v1
 
@@ -40,6 +45,7 @@ ANSWER_BLOCK = re.compile(r"<<<ANSWER\n(.*?)\nANSWER>>>", re.DOTALL)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 MAX_STATEMENTS = 3
 NOT_JUDGED = "stand-in server: not judged"
+RETRIEVED = [{"id": f"standin-doc-{rank}", "text": f"Stand-in context number {rank}."} for rank in (1, 2, 3)]
 
 
 class UnknownShape(ValueError):
@@ -92,8 +98,15 @@ def completion(body: dict[str, Any], text: str) -> dict[str, Any]:
             "usage": usage}
 
 
+def rag_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """The example RAG service's reply to `body`, with rough token counts."""
+    answer = f"Stand-in answer to: {body['question']}"
+    return {"id": body.get("id"), "answer": answer, "retrieved": RETRIEVED, "model": MODEL,
+            "usage": {"prompt_tokens": len(body["question"]) // 4, "completion_tokens": len(answer) // 4}}
+
+
 def make_app(delay_seconds: float) -> web.Application:
-    """The aiohttp application; `GET /stats` returns its chat requests counted by metric."""
+    """The aiohttp application; `GET /stats` returns its requests counted by metric and route."""
     app = web.Application()
     counts: Counter = Counter()
 
@@ -111,6 +124,16 @@ def make_app(delay_seconds: float) -> web.Application:
         counts[metric] += 1
         return web.json_response(completion(body, json.dumps(reply)))
 
+    async def answer(request: web.Request) -> web.Response:
+        body = await request.json()
+        if not isinstance(body, dict) or not isinstance(body.get("question"), str):
+            counts["bad_answer_request"] += 1
+            return web.json_response({"error": "the body must be a JSON object with a string question"},
+                                     status=400)
+        counts["answers"] += 1
+        await asyncio.sleep(delay_seconds)
+        return web.json_response(rag_answer(body))
+
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
@@ -118,6 +141,7 @@ def make_app(delay_seconds: float) -> web.Application:
         return web.json_response({"delay_seconds": delay_seconds, **counts})
 
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/answer", answer)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/stats", stats)
     return app

@@ -1,8 +1,10 @@
-"""The benchmarks' own tools: the stand-in judge server, the seeded pairs, the result tables.
+"""The benchmarks' own tools: the stand-in judge server and RAG service, the seeded pairs, the
+result tables.
 
 The stand-in must answer real evalbook judge calls (every metric, every structured-output mode)
-with replies the parsers and score math accept, after its delay, and count what it served so
-that a cached rerun's zero calls can be asserted.
+with replies the parsers and score math accept, and the generate stage's calls with the example
+service's shape, after its delay, and count what it served so that a cached rerun's zero calls
+can be asserted.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import bench_generate  # noqa: E402
 import bench_judge  # noqa: E402
 import bench_run  # noqa: E402
 import bench_scoring  # noqa: E402
@@ -206,3 +209,74 @@ def test_the_run_benchmark_floor_scores_the_32_sample_pairs():
     floor = bench_run.FLOOR.format(profile=str(ROOT / "params" / "default.yaml"))
     result = subprocess.run([sys.executable, "-c", floor], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
+
+
+# ---------------------------------------------------------------- the generate benchmark
+
+def test_the_stand_in_answers_a_question_after_its_delay_in_the_example_services_shape():
+    with StandinServer(0.2) as slow, httpx.Client(trust_env=False, timeout=10) as client:
+        url = bench_generate.answer_url(slow.base_url)
+        started = time.perf_counter()
+        response = client.post(url, json={"id": "q-7", "question": "Where is the harbour?"})
+        elapsed = time.perf_counter() - started
+        served = slow.stats()
+    assert response.status_code == 200
+    reply = response.json()
+    assert elapsed >= 0.2  # never before its delay; how much later is the machine's business
+    assert reply["id"] == "q-7" and "Where is the harbour?" in reply["answer"]
+    assert reply["model"] == "standin"
+    assert reply["retrieved"] and all(set(document) == {"id", "text"} and isinstance(document["id"], str)
+                                      and isinstance(document["text"], str) for document in reply["retrieved"])
+    assert all(isinstance(reply["usage"][key], int) for key in ("prompt_tokens", "completion_tokens"))
+    assert served["answers"] == 1
+
+
+def test_the_stand_in_refuses_an_answer_request_without_a_question(server):
+    before = server.stats().get("bad_answer_request", 0)
+    response = httpx.post(bench_generate.answer_url(server.base_url), trust_env=False, json={"id": "q-1"})
+    assert response.status_code == 400
+    assert "question" in response.json()["error"]
+    assert server.stats()["bad_answer_request"] == before + 1
+
+
+def test_the_generate_questions_are_distinct_and_seeded():
+    examples = bench_generate.synthetic_examples(50)
+    assert examples.equals(bench_generate.synthetic_examples(50))
+    assert examples["question"].is_unique and examples["id"].is_unique
+    assert all(question.endswith("?") for question in examples["question"])
+
+
+def test_generate_throughput_is_compared_with_concurrency_over_delay():
+    serial = bench_generate.with_ideal({"examples": 40, "requests": 40, "calls_per_s": 4.0}, 1, 0.2)
+    assert serial["ideal_calls_per_s"] == pytest.approx(5.0)  # 1 / 0.2 s
+    assert serial["fraction_of_ideal"] == pytest.approx(0.8)
+    at_eight = bench_generate.with_ideal({"examples": 320, "requests": 320, "calls_per_s": 32.0}, 8, 0.2)
+    assert at_eight["ideal_calls_per_s"] == pytest.approx(40.0)  # 8 / 0.2 s
+    assert bench_generate.targets([serial, at_eight], None)["concurrency_8_fraction_of_ideal"]["met"] is True
+    short = bench_generate.with_ideal({**at_eight, "calls_per_s": 31.9}, 8, 0.2)
+    assert short["fraction_of_ideal"] == pytest.approx(0.7975)
+    assert bench_generate.targets([short], None)["concurrency_8_fraction_of_ideal"]["met"] is False
+    few = bench_generate.with_ideal({"examples": 5, "requests": 5, "calls_per_s": 20.0}, 8, 0.2)
+    assert few["ideal_calls_per_s"] == pytest.approx(25.0)  # only 5 calls can be in flight
+
+
+def test_the_generate_benchmark_fails_when_the_warm_rerun_makes_a_call():
+    cold = [bench_generate.with_ideal({"examples": 320, "requests": 320, "calls_per_s": 36.0}, 8, 0.2)]
+    clean = bench_generate.targets(cold, {"calls": 0, "server_requests": 0})
+    assert clean["warm_rerun_zero_calls"]["met"] is True and bench_generate.exit_code(clean) == 0
+    slow = bench_generate.targets([{**cold[0], "fraction_of_ideal": 0.5}], {"calls": 0, "server_requests": 0})
+    assert bench_generate.exit_code(slow) == 0  # a throughput target missed is reported, not a failure
+    for warm in ({"calls": 1, "server_requests": 1}, {"calls": 0, "server_requests": 1}):
+        assert bench_generate.exit_code(bench_generate.targets(cold, warm)) == 1
+
+
+def test_a_warm_generate_rerun_makes_no_call_and_the_stand_in_counts_it(server, tmp_path):
+    examples = bench_generate.synthetic_examples(5)
+    config = bench_generate.generate_config(server.base_url, concurrency=2)
+    cold = bench_generate.generate_once(examples, config, tmp_path / "cache.sqlite", server)
+    warm = bench_generate.generate_once(examples, config, tmp_path / "cache.sqlite", server)
+    assert (cold["calls"], cold["server_requests"], cold["cache_hits"], cold["n_ok"]) == (5, 5, 0, 5)
+    assert (warm["calls"], warm["server_requests"], warm["cache_hits"], warm["n_ok"]) == (0, 0, 5, 5)
+    assert bench_generate.problems(cold) == [] and bench_generate.problems(warm) == []
+    checks = bench_generate.targets([bench_generate.with_ideal(cold, 2, DELAY)], {**warm, "concurrency": 2})
+    assert checks["warm_rerun_zero_calls"]["met"] is True
