@@ -177,10 +177,11 @@ def main() -> int:
 
     checks = targets(cold, warm)
     machine = record["machine"]
-    load_at_end = list(os.getloadavg())
+    load_at_start, load_at_end = machine["load_average_at_start"], list(os.getloadavg())
     serial = f" ({min(args.serial_examples, args.examples)} at concurrency 1)" if 1 in levels else ""
     print(f"{args.examples} examples{serial}, stand-in delay {args.delay_ms:.0f} ms, "
-          f"{machine['logical_cpus']} CPUs, load average {shown_load(machine['load_average_at_start'])} at start, {shown_load(load_at_end)} at end")
+          f"{machine['logical_cpus']} CPUs, load average {shown_load(load_at_start)} at start, "
+          f"{shown_load(load_at_end)} at end")
     print(format_table(cold, warm, checks))
     unsound = {f"cold c={r['concurrency']}": problems(r) for r in cold}
     unsound["warm"] = problems(warm)
