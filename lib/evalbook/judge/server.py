@@ -227,10 +227,10 @@ class LocalServer:
         try:
             # Its own session: a Ctrl-C in the terminal reaches the runner, which stops the server
             # in order, rather than killing the server under a running stage.
-            die_with_parent = die_with_parent(os.getpid()) if sys.platform == "linux" else None
+            parent_death = die_with_parent(os.getpid()) if sys.platform == "linux" else None
             self._process = subprocess.Popen(
                 self.command(model_path), stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent,
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=parent_death,
             )
         except OSError:
             self.stop()  # closes the log file opened above
