@@ -319,9 +319,11 @@ def wait_for_health(process: subprocess.Popen, url: str) -> dict:
 def test_the_service_starts_answers_through_a_real_llm_server_and_stops_cleanly(sample):
     port = free_port()
     with FaultServer(reply=lambda body: REPLY) as llm:
+        # a password in the URL may be a key: it must not reach the log
+        base_url = llm.base_url.replace("//", "//user:url-secret@")
         process = subprocess.Popen(
             [sys.executable, str(SERVICE_PATH), "--examples", str(SAMPLE), "--port", str(port),
-             "--llm-base-url", llm.base_url, "--llm-model", FLAG_MODEL, "--top-k", "3"],
+             "--llm-base-url", base_url, "--llm-model", FLAG_MODEL, "--top-k", "3"],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             health = wait_for_health(process, f"http://127.0.0.1:{port}/health")
@@ -339,6 +341,7 @@ def test_the_service_starts_answers_through_a_real_llm_server_and_stops_cleanly(
     assert llm.chat_calls == 1 and sample["question"].iloc[0] in llm.bodies[0]["messages"][-1]["content"]
     ready_lines = [line for line in stderr.splitlines() if f"ready on http://127.0.0.1:{port}" in line]
     assert len(ready_lines) == 1, stderr
+    assert f"at {llm.base_url}" in ready_lines[0] and "secret" not in stderr
     assert "Traceback" not in stderr
     # uvicorn shuts down gracefully on SIGTERM, then lets the signal end the process as usual
     assert process.returncode == -signal.SIGTERM

@@ -245,6 +245,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def without_credentials(url: str) -> str:
+    """The URL to log, without a user and password (which may be a key)."""
     parts = urlsplit(url)
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
