@@ -379,3 +379,29 @@ def test_the_url_s_query_string_is_left_out_of_the_summary(config, cache):
 def test_an_item_carries_the_example_s_fields():
     item = Item(id="e1", question="q", context="c")
     assert (item.retrieved_ids, item.retrieved_contexts) == (None, None)
+
+
+# ---------------------------------------------------------------- profiles
+
+def test_the_readme_s_profile_for_your_own_service_replaces_the_example_s_request_whole(tmp_path, monkeypatch):
+    import re
+
+    block = re.search(r"```yaml\n(# params/my-rag.yaml\n.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    profile = tmp_path / "my-rag.yaml"
+    profile.write_text(block.replace("extends: generate-local.yaml", f"extends: {ROOT / 'params' / 'generate-local.yaml'}"))
+    section = load_profile(profile)["generate"]
+    assert section["http"]["body"] == {"query": "{question}", "top_k": 3}
+    assert section["http"]["response"] == {"answer": "data.answer", "retrieved_ids": "data.sources[].id",
+                                           "model": "meta.model"}
+    assert (section["service"], section["start_server"]) == (None, False)
+    monkeypatch.setenv("RAG_TOKEN", "t0ken")
+    endpoint = endpoint_from(section)
+    assert endpoint.render(Item(id="e1", question="Where?", context="c")) == {"query": "Where?", "top_k": 3}
+    assert endpoint.header_values() == {"Authorization": "Bearer t0ken"}
+
+
+def test_generating_and_reading_a_predictions_file_at_once_is_refused(tmp_path):
+    from evalbook.params import ParamsError
+
+    with pytest.raises(ParamsError, match=r"keep one: -p predictions_path=null"):
+        load_profile(ROOT / "params" / "generate-local.yaml", {"predictions_path": "answers.jsonl"})

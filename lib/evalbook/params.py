@@ -214,6 +214,11 @@ def own_input(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
     return {**{key: value for key, value in INPUT_DESCRIPTION.items() if key not in layer}, **layer}
 
 
+# Mappings that a profile extending another replaces whole, rather than merging key by key: a
+# request body, its headers, a response mapping and a service's command describe one endpoint.
+WHOLE_VALUES = ("generate.http.body", "generate.http.headers", "generate.http.response", "generate.service")
+
+
 def _flat(values: dict[str, Any]) -> dict[str, Any]:
     """The top-level keys of a profile layer, and the INPUT_DESCRIPTION keys it sets, dotted."""
     flat = {key: value for key, value in values.items() if not isinstance(value, dict)}
@@ -237,8 +242,9 @@ def _resolve_extends(values: dict[str, Any], path: Path, seen: tuple[Path, ...])
         raise ParamsError(f"{parent_path}: a params profile must be a mapping of keys to values")
     inherited = _resolve_extends(parent, parent_path, (*seen, parent_path))
     described = own_input(inherited, _flat(values))
+    whole = {key: value for key in WHOLE_VALUES for found, value in [_dotted(values, key)] if found}
     return apply_overrides(deep_merge(inherited, values),
-                           {key: described[key] for key in INPUT_DESCRIPTION if key in described})
+                           {**{key: described[key] for key in INPUT_DESCRIPTION if key in described}, **whole})
 
 
 def with_added_keys(values: dict[str, Any]) -> dict[str, Any]:

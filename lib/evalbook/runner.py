@@ -273,19 +273,14 @@ def start_judge_server(profile, run_dir: Path, log: TextIO):
 
 def start_generation_server(profile, run_dir: Path, log: TextIO):
     """Start the local llama.cpp server for 00_generate when `generate.start_server` asks for it:
-    at the openai kind's base URL and model, or, for an http service, at the local judge's
-    default address, which the example service calls. None when not needed or already running."""
+    at the openai kind's base URL, serving its model; for an http service (which calls the model
+    itself, as the example service does), where the local judge is served, `judge.base_url` and
+    `judge.model`, so that one server answers both. None when not needed or already running."""
     generate = profile["generate"]
     if not (generate["enabled"] and generate["start_server"]):
         return None
-    if generate["kind"] == "openai":
-        base_url, alias = generate["openai"]["base_url"], generate["openai"]["model"]
-    else:
-        from evalbook.judge.server import LocalServer
-
-        default = LocalServer()
-        base_url, alias = default.base_url, default.model_alias
-    return start_local_model(base_url, alias, run_dir / "model-server.log", "model", log)
+    served = generate["openai"] if generate["kind"] == "openai" else profile["judge"]
+    return start_local_model(served["base_url"], served["model"], run_dir / "model-server.log", "model", log)
 
 
 def start_local_model(base_url: str, alias: str, log_path: Path, role: str, log: TextIO):
