@@ -1,9 +1,14 @@
 """evalbook: parameterized notebooks that evaluate a RAG or LLM system's answers.
 
-The package follows the pipeline. Each notebook opens a stage through `pipeline` (01-04),
+The package follows the pipeline. Each notebook opens a stage through `pipeline` (00-04),
 `compare.context` (05) or `calibrate.context` (06), and each file of a run folder has one owner:
 
 Stages                  what they compute                                 what they write
+- generate/             00_generate (when the profile enables it)         generated.parquet,
+    settings              the endpoint (http or openai) from the profile  generation.json,
+    mapping, client       JMESPath response mapping; the calls            generate-cache.sqlite
+    stage, display        every row accounted for; what 00 shows
+    service               the service under test as a child process        service.log
 - load                  the evaluation set and answers, validated, joined canonical.parquet, load.json
 - score/                02_score                                          scored.parquet, scoring.json
     models                the pinned weights, resolved and sha256-checked
@@ -34,9 +39,10 @@ Stages                  what they compute                                 what t
 
 Shared
 - metrics       the metric registry: name, kind, label, colour, direction, range, where it sits
+- calls         what the judge's and generate's calls share: their worker-thread loop, retry waits
 - runner        runs the stages with Papermill               params.yaml, run.json, FAILED, RUNNING
 - kernel        the stage kernel's transport: local IPC sockets, not TCP
-- pipeline      the stage code of 01-04 and their file names
+- pipeline      the stage code of 00-04 and their file names
 - provenance    the provenance record                        provenance.json (also in run.json, report)
 - params, layout, files, validation, escaping, stats: profiles; the run folder layout and run
   lookup; the atomic write-once writer; the schema checks; user text into HTML; summaries and
