@@ -81,6 +81,7 @@ def test_the_report_carries_the_generation_summary(generated):
     assert summary["n_without_retrieved_ids"] == 12
     page = (result.run_dir / "04_report.noinput.html").read_text("utf-8")
     assert "How the answers were obtained" in page and "32 of 32</strong> questions were answered" in page
+    assert f"generator <code>{MODEL}</code> (asked of <code>http://127.0.0.1:" in page  # the headline
     assert (result.run_dir / "00_generate.html").exists()
 
 
@@ -100,6 +101,8 @@ def test_failed_rows_are_missing_answers_and_a_rerun_asks_only_for_them(tmp_path
         summary = report["generation_summary"]
         assert (summary["n_ok"], summary["n_failed"], summary["failures"]) == (30, 2, {"HTTP 503": 2})
         assert summary["failed_ids"] == ["s03", "s07"]
+        headline = (first.run_dir / "04_report.noinput.html").read_text("utf-8")
+        assert "/answer</code>: 30 of 32 answered, 2 failed)" in headline
         assert report["counts"]["examples_without_prediction"] == ["s03", "s07"]
         missing = {e["id"]: e for e in report["examples"] if "no_prediction" in e["flags"]}
         assert set(missing) == {"s03", "s07"} and all(e["generated_answer"] is None for e in missing.values())

@@ -1,7 +1,7 @@
 """The first screen of a run's report: how good, on what, how sure.
 
-`headline_html(report)` is one block of HTML: the dataset and its size, the generator, the model
-pins and the judge (or one sentence on why it did not run); each headline metric's mean with its
+`headline_html(report)` is one block of HTML: the dataset and its size, the generator (and,
+when 00_generate asked it, its endpoint and how many questions it answered), the model pins and the judge (or one sentence on why it did not run); each headline metric's mean with its
 95% bootstrap interval and n, and the pass rate of each judged metric; top-k match with its n;
 the counts of what was missing, empty, cut or unscored; and, when an earlier run of the same
 data with the same models exists, the paired deltas against it. Numbers carry 3 decimals.
@@ -121,6 +121,16 @@ def _against(comparison: dict[str, Any] | None) -> str:
             f"{comparison['pairing']['n_paired']} examples paired: {said}.</p>")
 
 
+def _generation_text(data: dict[str, Any]) -> str:
+    """Where the answers came from, when 00_generate asked the system under test for them."""
+    generation = data.get("generation_summary")
+    if not generation:
+        return ""
+    failed = f", {generation['n_failed']} failed" if generation["n_failed"] else ""
+    return (f" (asked of <code>{escape_html(generation['endpoint'])}</code>: {generation['n_ok']} of "
+            f"{generation['n']} answered{failed})")
+
+
 def headline_html(report: RunReport | dict[str, Any], earlier: dict[str, Any] | None = None) -> str:
     """The headline block described in the module docstring, as HTML; `earlier` is the
     comparison with an earlier comparable run (earlier_comparison), whose deltas it adds."""
@@ -135,5 +145,5 @@ def headline_html(report: RunReport | dict[str, Any], earlier: dict[str, Any] | 
     return (f"<div class='evalbook-headline'>"
             f"<p><strong>{escape_html(dataset['name'])}</strong> ({escape_html(dataset['split'])}), "
             f"{dataset['n_examples']} examples · generator <code>{escape_html(data['models'].get('generator'))}</code>"
-            f" · {judge_sentence(view.judge_summary)}</p>"
+            f"{_generation_text(data)} · {judge_sentence(view.judge_summary)}</p>"
             f"<p>{_models_line(data)}</p>{table}<p>{_counts_line(data)}</p>{_against(earlier)}</div>")
