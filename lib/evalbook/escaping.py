@@ -7,7 +7,8 @@ the run index) goes through `escape_html`: `&`, `<`, `>` and both quotes become 
 every control character except tab, newline and carriage return (which are whitespace in HTML)
 becomes a visible escape such as `\\x00`, as do lone surrogates, which UTF-8 cannot encode.
 The notebooks show such text as HTML, never as Markdown, so Markdown links, emphasis and TeX in
-it stay as written.
+it stay as written. Where user text does go into Markdown (summary.md, read in a pull request),
+`escape_markdown` makes it plain text for a Markdown reader and an HTML reader alike.
 """
 
 from __future__ import annotations
@@ -38,6 +39,29 @@ def visible_controls(text: str) -> str:
 def escape_html(value: Any) -> str:
     """The text of `value` (str() of it), safe as HTML text and in a quoted attribute value."""
     return html.escape(visible_controls(str(value)), quote=True)
+
+
+# Markdown's own punctuation, each written behind a backslash; the five HTML escapes as entities.
+_MARKDOWN_PUNCTUATION = re.compile(r"[!#$%()*+,\-./:;=?@\[\\\]^_`{|}~&<>\"']")
+_HTML_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"}
+_WHITESPACE_RUN = re.compile(r"[ \t\r\n]+")
+
+
+def _markdown_escape(match: re.Match[str]) -> str:
+    character = match.group()
+    return _HTML_ENTITIES.get(character, "\\" + character)
+
+
+def escape_markdown(value: Any) -> str:
+    """The text of `value` (str() of it) as one line of GitHub-flavoured Markdown that renders as
+    that text and nothing else: no markup, link, image, code, emphasis, heading, list or table
+    break. Control characters become visible escapes as in escape_html; every ASCII punctuation
+    character is escaped, HTML's five as entities (so the line is also safe as HTML) and the
+    rest behind a backslash (which also stops GitHub's bare-URL links); each run of whitespace,
+    line breaks included, is one space, as HTML shows it. GitHub still links @mentions and
+    #numbers in rendered text: no escape reaches those."""
+    text = _WHITESPACE_RUN.sub(" ", visible_controls(str(value)))
+    return _MARKDOWN_PUNCTUATION.sub(_markdown_escape, text)
 
 
 def _is_missing(value: Any) -> bool:
