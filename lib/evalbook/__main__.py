@@ -1,7 +1,8 @@
 """Command line: `python -m evalbook run|compare|calibrate|diff ...`.
 
 - `run --params <file> [-p key=value ...]`: the last line on stdout is the report's location
-  (its absolute path, or its s3:// URL when the outputs root is on S3).
+  (its absolute path, or its s3:// URL when the outputs root is on S3); the line before it,
+  `summary: <path>`, names the run's summary.md (as does compare's, for the comparison's).
 - `compare [--baseline <run id|report>] [--candidate <...>]`: runs 05_compare; the last line on
   stdout is the comparison JSON's location. Without runs, the two latest successful runs.
 - `calibrate --labels <file> [--run <run id|report>]`: runs 06_calibrate; the last line on stdout
@@ -40,6 +41,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"{stage['stage']} {'HTML' if key == 'html' else 'HTML without code'}: {stage[key]}")
     if result.published:
         print(f"published {len(result.published)} objects")
+    print(f"summary: {result.summary}")
     print(result.report_location)
     return 0
 
@@ -61,6 +63,8 @@ def _print_document(result, what: str, stage: str) -> int:
         print(f"{stage} HTML: {result.html}")
     if result.html_noinput:
         print(f"{stage} HTML without code: {result.html_noinput}")
+    if getattr(result, "summary", None):  # a comparison's summary.md; a calibration writes none
+        print(f"summary: {result.summary}")
     print(result.location)
     return 0
 

@@ -172,6 +172,7 @@ class RunResult:
     published: list[str] = field(default_factory=list)
     # the step running now: "judge server start" or a stage, named in run.json if interrupted
     current_stage: str | None = None
+    summary: Path | None = None  # summary.md, once the run succeeded
 
 
 def _quote_failure(stage: str, notebook: Path, error: Exception) -> str:
@@ -444,6 +445,9 @@ def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
         status, failure = "failed", f"every stage ran but no report was written at {plan.report_path}"
     try:
         with signals_held():
+            if failure is None:
+                failure = _write_run_summary(result, log)
+                status = "failed" if failure else status
             _close_run(plan, result, provenance, status, failure)
             rebuild_index(plan.local_root, log)
         if is_remote(plan.profile["outputs_root"]):
@@ -456,6 +460,25 @@ def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
     if failure:
         raise RunFailed(failure)
     return result
+
+
+def _stage_pages(result: RunResult) -> list[tuple[str, str | None]]:
+    """(label, path) of each stage's pages, those without code first (the readers' pages)."""
+    return ([(f"{stage['stage']} without code", stage.get("html_noinput")) for stage in result.stages]
+            + [(stage["stage"], stage.get("html")) for stage in result.stages])
+
+
+def _write_run_summary(result: RunResult, log: TextIO) -> str | None:
+    """Write the run's summary.md (evalbook.publish.summary); the failure message, else None."""
+    from evalbook.publish.summary import page_links, run_summary_md, write_summary
+
+    try:
+        report = json.loads(result.report_path.read_text("utf-8"))
+        text = run_summary_md(report, page_links(result.run_dir, _stage_pages(result)))
+        result.summary = write_summary(result.run_dir, text, log)
+    except Exception as error:  # noqa: BLE001 - the run must still record how it ended
+        return f"every stage ran but summary.md could not be written: {type(error).__name__}: {error}"
+    return None
 
 
 class StartFailed(RuntimeError):
@@ -571,6 +594,24 @@ class ComparisonRun:
     html_noinput: str | None
     # where the comparison JSON lives for readers: its local path, or its s3:// URL
     location: str = ""
+    summary: Path | None = None  # summary.md, in the comparison's folder
+
+
+def _write_comparison_summary(result: ComparisonRun, baseline: str, candidate: str, log: TextIO) -> Path:
+    """Write the comparison's summary.md into its folder (evalbook.publish.summary); RunFailed
+    when it cannot be written."""
+    from evalbook.publish.summary import comparison_summary_md, page_links, write_summary
+    from evalbook.report.reader import read_report
+
+    try:
+        comparison = json.loads(result.comparison_path.read_text("utf-8"))
+        pages = [("05_compare without code", result.html_noinput), ("05_compare", result.html)]
+        text = comparison_summary_md(comparison, read_report(baseline).data, read_report(candidate).data,
+                                     page_links(result.output_dir, pages))
+        return write_summary(result.output_dir, text, log)
+    except Exception as error:  # noqa: BLE001 - the comparison itself is written; say what is missing
+        raise RunFailed(f"the comparison is written at {result.comparison_path}, but its summary.md could "
+                        f"not be: {type(error).__name__}: {error}") from error
 
 
 def latest_pair(local_root: Path, env: str) -> tuple[str, str]:
@@ -669,6 +710,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
         print(f"[evalbook] warning: {warning}", file=log, flush=True)
     result = ComparisonRun(comparison_id, output_dir, comparison_path, pages["html"], pages["html_noinput"],
                            str(comparison_path))
+    result.summary = _write_comparison_summary(result, baseline_location, candidate_location, log)
     rebuild_index(local_root, log)
     if remote:
         result.location = _publish_beside(output_dir, comparison_path, parent,

@@ -1,0 +1,285 @@
+"""summary.md: a run's or a comparison's first screen as GitHub-flavoured Markdown, for a pull request.
+
+`run_summary_md(report, links)` gives the dataset, the generator (and where 00_generate asked
+for the answers), the judge; each headline metric's mean with its interval, n and, for a judged
+metric, its pass rate; the counts of what was missing, empty, cut or unscored; and links to the
+run's pages. `comparison_summary_md(comparison, baseline, candidate, links)` gives the gate (or
+that none was applied), each compared metric's paired delta with its interval and how many
+examples got better, worse or stayed, the pass rates and counts of both runs, the three largest
+regressions with their question and both answers shortened, and links to the comparison's pages.
+
+Numbers carry 3 decimals. Every text that comes from a report or a comparison goes through
+`escape_markdown`, so nothing in it renders as markup, a link, an image or a table break. Links
+are relative to the summary's folder, so that they also work in an uploaded artifact.
+`write_summary` writes `summary.md` once and appends it to `$GITHUB_STEP_SUMMARY` when set.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import quote
+
+from evalbook.escaping import escape_markdown
+from evalbook.files import write_new
+from evalbook.judge.display import plain_reason
+from evalbook.metrics import METRICS
+from evalbook.metrics import metric as registered
+
+SUMMARY_NAME = "summary.md"
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # the file GitHub Actions shows as the job's summary
+SHOWN_CHARACTERS = 200  # of a question or an answer in a regression
+REGRESSIONS_SHOWN = 3
+MISSING = "—"
+
+# (the report's count, how a reader says it), in the order the report's headline shows them
+COUNTS = (("n_examples_without_prediction", "examples without an answer"),
+          ("n_empty_generated_answers", "empty answers"),
+          ("n_empty_reference_answers", "empty references"),
+          ("n_truncated_bertscore", "cut at BERTScore's token limit"),
+          ("n_truncated_sentence", "cut at the sentence model's limit"))
+
+Link = tuple[str, str]  # (what the page is, its path relative to the summary's folder)
+
+
+def number(value: Any) -> str:
+    return MISSING if value is None else f"{value:.3f}"
+
+
+def signed(value: Any) -> str:
+    return MISSING if value is None else f"{value:+.3f}"
+
+
+def interval(low: Any, high: Any) -> str:
+    return MISSING if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
+def shortened(text: Any, limit: int = SHOWN_CHARACTERS) -> str:
+    """`text` with its whitespace runs as single spaces, cut to at most `limit` characters at
+    the last word boundary (mid-word only when one word is longer), then an ellipsis."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit]
+    if flat[limit] != " " and " " in cut:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip() + "…"
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[bool]) -> str:
+    """A GitHub table; its cells must already be Markdown (numbers, or escaped text)."""
+    align = ["---:" if right else "---" for right in numeric]
+    lines = [header, align, *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines) + "\n"
+
+
+def links_line(links: Sequence[Link]) -> str:
+    if not links:
+        return "No pages were rendered.\n"
+    shown = [f"[{escape_markdown(label)}]({quote(path)})" for label, path in links]
+    return "Pages: " + " · ".join(shown) + "\n"
+
+
+def page_links(folder: Path, pages: Iterable[tuple[str, str | Path | None]]) -> list[Link]:
+    """(label, path relative to `folder`) of each page that exists inside `folder`."""
+    folder = Path(folder).resolve()
+    found = []
+    for label, page in pages:
+        if page is None:
+            continue
+        path = Path(page).resolve()
+        if path.is_file() and path.is_relative_to(folder):
+            found.append((label, path.relative_to(folder).as_posix()))
+    return found
+
+
+# ---------------------------------------------------------------- a run
+
+def counts(report: dict[str, Any]) -> list[tuple[str, int]]:
+    """(what, how many) of the report's counts a reader needs, and the unscored judgments."""
+    given = report.get("counts") or {}
+    shown = [(text, given[key]) for key, text in COUNTS if given.get(key) is not None]
+    judged = ((report.get("judge_summary") or {}).get("metrics") or {}).values()
+    return shown + [("unscored judgments", sum(m.get("n_unscored") or 0 for m in judged))]
+
+
+def pass_rates(report: dict[str, Any]) -> dict[str, tuple[float | None, float]]:
+    """Each judged metric's (pass rate, threshold), by metric name."""
+    judged = (report.get("judge_summary") or {}).get("metrics") or {}
+    return {name: (summary.get("pass_rate"), summary["threshold"])
+            for name, summary in judged.items() if summary.get("threshold") is not None}
+
+
+def judge_text(report: dict[str, Any]) -> str:
+    judge = report.get("judge_summary") or {}
+    if judge.get("status") == "ran":
+        return f"judged by {escape_markdown(judge.get('label'))}"
+    return f"no judge ran: {escape_markdown(plain_reason(judge.get('reason')))}"
+
+
+def generation_text(report: dict[str, Any]) -> str:
+    """Where the answers came from, when 00_generate asked the system under test for them."""
+    generation = report.get("generation_summary")
+    if not generation:
+        return ""
+    failed = f", {generation['n_failed']} failed" if generation["n_failed"] else ""
+    return (f" (asked of {escape_markdown(generation['endpoint'])}: {generation['n_ok']} of "
+            f"{generation['n']} answered{failed})")
+
+
+def headline_rows(report: dict[str, Any]) -> list[list[str]]:
+    """metric, mean, interval, n, pass rate of each headline metric the report has an interval for."""
+    intervals = (report.get("intervals") or {}).get("metrics") or {}
+    rates = pass_rates(report)
+    rows = []
+    for metric in METRICS:
+        shown = intervals.get(metric.name)
+        if not metric.headline or shown is None:
+            continue
+        rate = rates.get(metric.name)
+        passed = f"{number(rate[0])} at ≥ {rate[1]:g}" if rate and rate[0] is not None else MISSING
+        rows.append([escape_markdown(metric.label), number(shown["mean"]),
+                     interval(shown.get("low"), shown.get("high")), str(shown["n"]), passed])
+    return rows
+
+
+def run_summary_md(report: dict[str, Any], links: Sequence[Link]) -> str:
+    """The run's summary (module docstring) as GitHub-flavoured Markdown."""
+    dataset = report["dataset"]
+    confidence = (report.get("intervals") or {}).get("confidence", 0.95)
+    rows = headline_rows(report)
+    metrics = (table(["metric", "mean", f"{confidence:.0%} interval", "n", "pass rate"], rows,
+                     [False, True, False, True, False]) if rows else "No metric has a value.\n")
+    counted = table(["count", "n"], [[escape_markdown(text), str(n)] for text, n in counts(report)],
+                    [False, True])
+    return (f"## evalbook run: {escape_markdown(dataset['name'])} ({escape_markdown(dataset['split'])}), "
+            f"{dataset['n_examples']} examples\n\n"
+            f"Run {escape_markdown(report['run_id'])} · generator "
+            f"{escape_markdown(report['models'].get('generator'))}{generation_text(report)} · "
+            f"{judge_text(report)}\n\n{metrics}\n{counted}\n{links_line(links)}")
+
+
+# ---------------------------------------------------------------- a comparison
+
+def gate_md(comparison: dict[str, Any]) -> str:
+    """The gate applied (`compare --fail-on`), each rule with its test and why it held or failed;
+    or that none was applied, also for a comparison made before gates existed."""
+    gate = comparison.get("gate")
+    if gate is None:
+        return ("No gate was applied (compare without --fail-on): this comparison is a report "
+                "and fails nothing.\n")
+    rules = gate["rules"]
+    n_failed = sum(1 for rule in rules if rule["failed"])
+    verdict = (f"**Gate failed**: {n_failed} of {len(rules)} rules failed." if gate["failed"]
+               else f"**Gate held**: none of its {len(rules)} rules failed.")
+    rows = [[escape_markdown(rule["rule"]), escape_markdown(rule["test"]), signed(rule["delta"]),
+             interval(rule.get("low"), rule.get("high")), number(rule.get("p_value")), str(rule["n"]),
+             MISSING if rule.get("discordant") is None else str(rule["discordant"]),
+             "failed" if rule["failed"] else "held", escape_markdown(rule["why"])]
+            for rule in rules]
+    header = ["rule", "test", "delta", "interval", "p-value", "n", "discordant", "result", "why"]
+    return f"{verdict}\n\n" + table(header, rows, [False, False, True, False, True, True, True, False, False])
+
+
+def deltas_md(comparison: dict[str, Any]) -> str:
+    """Each compared metric's means, paired delta with its interval and direction counts; then
+    the metrics not compared, with why."""
+    confidence = comparison["parameters"]["confidence"]
+    compared = [row for row in comparison["metrics"] if row["compared"]]
+    rows = [[escape_markdown(registered(row["metric"]).label), str(row["n"]), number(row["baseline_mean"]),
+             number(row["candidate_mean"]), signed(row["mean_delta"]), interval(row["ci_low"], row["ci_high"]),
+             str(row["n_better"]), str(row["n_worse"]), str(row["n_unchanged"])] for row in compared]
+    header = ["metric", "n", "baseline", "candidate", "delta", f"{confidence:.0%} interval",
+              "better", "worse", "unchanged"]
+    shown = (table(header, rows, [False, True, True, True, True, False, True, True, True])
+             if rows else "No metric could be compared.\n")
+    others = [f"{escape_markdown(registered(row['metric']).label)} "
+              f"({escape_markdown(row['reason'] or 'no delta')})"
+              for row in comparison["metrics"] if not row["compared"]]
+    return shown + (f"\nNot compared: {'; '.join(others)}.\n" if others else "")
+
+
+def both_runs_md(comparison: dict[str, Any], baseline: dict[str, Any], candidate: dict[str, Any]) -> str:
+    """The two runs side by side: id, generator, judge, each judged metric's pass rate, the counts."""
+    def field(name: str, value_of) -> list[str]:
+        return [escape_markdown(name), value_of(baseline), value_of(candidate)]
+
+    rows = [field("run", lambda report: escape_markdown(report["run_id"])),
+            field("generator", lambda report: escape_markdown(report["models"].get("generator"))),
+            field("judge", judge_text)]
+    judged = dict.fromkeys([*pass_rates(baseline), *pass_rates(candidate)])
+    for name in judged:
+        def rate(report: dict[str, Any], name: str = name) -> str:
+            found = pass_rates(report).get(name)
+            return MISSING if found is None else f"{number(found[0])} at ≥ {found[1]:g}"
+        rows.append(field(f"{registered(name).label} pass rate", rate))
+    shown = [dict(counts(baseline)), dict(counts(candidate))]
+    for text in dict.fromkeys([*shown[0], *shown[1]]):
+        rows.append([escape_markdown(text), *(str(side[text]) if text in side else MISSING for side in shown)])
+    return table(["", "baseline", "candidate"], rows, [False, True, True])
+
+
+def regressions_md(comparison: dict[str, Any]) -> str:
+    """The REGRESSIONS_SHOWN largest regressions of the first compared headline metric, and of
+    each metric a gate rule failed on: id, delta, the question and both answers, shortened."""
+    headline = [m.name for m in METRICS if m.headline and m.name in comparison["regressions"]]
+    failed = [rule["metric"] for rule in (comparison.get("gate") or {}).get("rules", []) if rule["failed"]]
+    chosen = [name for name in dict.fromkeys([*headline[:1], *failed]) if name in comparison["regressions"]]
+    if not chosen:
+        return "No metric was compared, so no example is listed.\n"
+    tolerance = comparison["parameters"]["tolerance"]
+    parts = []
+    for name in chosen:
+        label = escape_markdown(registered(name).label)
+        worst = comparison["regressions"][name][:REGRESSIONS_SHOWN]
+        if not worst:
+            parts.append(f"No example got worse on {label} beyond the tolerance ({tolerance:g}).\n")
+            continue
+        rows = [[escape_markdown(entry["id"]), signed(entry["delta"]), escape_markdown(shortened(entry["question"])),
+                 escape_markdown(shortened(entry["baseline_answer"])),
+                 escape_markdown(shortened(entry["candidate_answer"]))] for entry in worst]
+        parts.append(f"The {len(worst)} largest regressions on {label}:\n\n"
+                     + table(["id", "delta", "question", "baseline answer", "candidate answer"], rows,
+                             [False, True, False, False, False]))
+    return "\n".join(parts)
+
+
+def comparison_summary_md(comparison: dict[str, Any], baseline: dict[str, Any], candidate: dict[str, Any],
+                          links: Sequence[Link]) -> str:
+    """The comparison's summary (module docstring) as GitHub-flavoured Markdown; `baseline` and
+    `candidate` are the two runs' reports, for their pass rates and counts."""
+    base, cand, pairing = comparison["baseline"], comparison["candidate"], comparison["pairing"]
+    return (f"## evalbook comparison: {escape_markdown(base['run_id'][:8])} → {escape_markdown(cand['run_id'][:8])}\n\n"
+            f"Baseline {escape_markdown(base['run_id'])}, candidate {escape_markdown(cand['run_id'])}; "
+            f"{pairing['n_paired']} examples paired by id ({pairing['n_only_baseline']} only in the baseline, "
+            f"{pairing['n_only_candidate']} only in the candidate). Delta = candidate − baseline.\n\n"
+            f"### Gate\n\n{gate_md(comparison)}\n### Deltas\n\n{deltas_md(comparison)}\n"
+            f"### Both runs\n\n{both_runs_md(comparison, baseline, candidate)}\n"
+            f"### Largest regressions\n\n{regressions_md(comparison)}\n{links_line(links)}")
+
+
+# ---------------------------------------------------------------- writing
+
+def append_step_summary(text: str, log: TextIO | None = None) -> None:
+    """Append `text` to the file `$GITHUB_STEP_SUMMARY` names, when it is set; a failure is
+    reported on `log` (stderr), never raised: the run's own outputs are complete."""
+    target = os.environ.get(STEP_SUMMARY_ENV)
+    if not target:
+        return
+    try:
+        with open(target, "a", encoding="utf-8") as stream:
+            stream.write(text + "\n")
+    except OSError as error:
+        print(f"[evalbook] warning: the summary was not appended to {STEP_SUMMARY_ENV} ({target}): "
+              f"{error.strerror or error}", file=log or sys.stderr, flush=True)
+
+
+def write_summary(folder: Path, text: str, log: TextIO | None = None) -> Path:
+    """Write `text` as `folder/summary.md` (once), then append it to $GITHUB_STEP_SUMMARY."""
+    path = Path(folder) / SUMMARY_NAME
+    write_new(path, text.encode("utf-8"))
+    append_step_summary(text, log)
+    return path
