@@ -57,8 +57,9 @@ run: setup
 	$(PY) -m evalbook run --params $(PARAMS) $(ARGS)
 
 # Compare two runs (05_compare): the two latest successful runs, or A=<run id|report> B=<...>.
+# FAIL_ON="bertscore_f1<-0.02 groundedness_pass<-0.05" gates it (one rule per metric): exit 3 when one fails.
 compare: setup
-	$(PY) -m evalbook compare --params $(PARAMS) $(if $(A),--baseline $(A)) $(if $(B),--candidate $(B)) $(ARGS)
+	$(PY) -m evalbook compare --params $(PARAMS) $(if $(A),--baseline $(A)) $(if $(B),--candidate $(B)) $(foreach rule,$(FAIL_ON),--fail-on '$(rule)') $(ARGS)
 
 # Measure a run's metrics against human labels (06_calibrate): the latest successful run, or
 # RUN=<run id|report>, against LABELS (default: the sample's labels).

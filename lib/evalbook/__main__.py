@@ -16,18 +16,22 @@ Exit codes: 0 on success, 1 when a stage or an upload fails, 2 when the profile,
 model, the outputs root, a named run or a labels file is unusable (found before anything is
 written), 130 when SIGINT (Ctrl-C) and 143 when SIGTERM stopped the command (128 + the signal, as
 a shell reports a process the signal ended); an interrupted run is marked "interrupted" in its run.json. A
-comparison never fails on what it finds: it is a report.
+comparison never fails on what it finds: it is a report. Only with `--fail-on` rules (the opt-in
+regression gate) does compare exit 3, when a rule failed; a rule that cannot be applied exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 from pathlib import Path
 
 # evalbook is imported inside the commands, so that a Ctrl-C during the seconds its imports take
 # also ends in one line rather than a traceback.
+
+GATE_FAILED = 3  # compare's exit code when a --fail-on rule failed
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -52,8 +56,13 @@ def _compare(args: argparse.Namespace) -> int:
     given = {"resamples": args.resamples, "bootstrap_seed": args.bootstrap_seed,
              "confidence": args.confidence, "tolerance": args.tolerance, "n_regressions": args.regressions}
     parameters = {name: value for name, value in given.items() if value is not None}
-    result = run_comparison(args.params, args.baseline, args.candidate, parameters, overrides=args.overrides)
-    return _print_document(result, "comparison", "05_compare")
+    result = run_comparison(args.params, args.baseline, args.candidate, parameters, overrides=args.overrides,
+                            fail_on=args.fail_on)
+    gate = json.loads(result.comparison_path.read_text("utf-8"))["gate"]
+    for rule in (gate or {}).get("rules", []):
+        print(f"gate {'failed' if rule['failed'] else 'held'}: {rule['rule']!r}: {rule['why']}")
+    _print_document(result, "comparison", "05_compare")
+    return GATE_FAILED if gate and gate["failed"] else 0
 
 
 def _print_document(result, what: str, stage: str) -> int:
@@ -109,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_overrides(run)
     run.set_defaults(handler=_run)
 
-    compare = commands.add_parser("compare", help="compare two runs with 05_compare (a report, never a gate)")
+    compare = commands.add_parser("compare", help="compare two runs with 05_compare (a report; a gate only with --fail-on)")
     compare.add_argument("--params", default="params/default.yaml",
                          help="profile giving the outputs root and env to look runs up in")
     _add_overrides(compare)
@@ -125,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"a |delta| at or below this counts as unchanged (default {DEFAULTS.tolerance:g})")
     compare.add_argument("--regressions", type=int,
                          help=f"largest per-example regressions to list per metric (default {DEFAULTS.n_regressions})")
+    compare.add_argument("--fail-on", dest="fail_on", action="append", metavar="RULE",
+                         help="opt-in regression gate, one rule per metric, repeatable: '<metric><<tolerance>' "
+                              "with a tolerance <= 0, e.g. 'bertscore_f1<-0.02' or 'groundedness_pass<-0.05'; "
+                              f"exit {GATE_FAILED} when a rule fails (docs/compare.md)")
     compare.set_defaults(handler=_compare)
 
     calibrate = commands.add_parser("calibrate", help="measure a run's metrics against human labels with 06_calibrate")
@@ -169,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
 def _handle(args: argparse.Namespace) -> int:
     """Run the command; each failure the user can act on becomes one message and an exit code."""
     from evalbook.calibrate.labels import LabelError
+    from evalbook.compare.gate import RuleError
     from evalbook.calibrate.settings import CalibrationError
     from evalbook.score.models import ModelUnavailableError
     from evalbook.params import ParamsError
@@ -178,7 +192,7 @@ def _handle(args: argparse.Namespace) -> int:
     try:
         return args.handler(args)
     except (ParamsError, ModelUnavailableError, RunNotFound, LookupError, FileNotFoundError,
-            LabelError, CalibrationError) as error:
+            LabelError, CalibrationError, RuleError) as error:
         print(f"evalbook: {error}", file=sys.stderr)
         return 2
     except PublishFailed as error:

@@ -666,17 +666,22 @@ def _execute_beside_runs(stage: str, parameters: dict[str, Any], output_dir: Pat
 
 def run_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None,
                    notebook_parameters: dict[str, Any] | None = None,
-                   log: TextIO | None = None, overrides: list[str] | None = None) -> ComparisonRun:
+                   log: TextIO | None = None, overrides: list[str] | None = None,
+                   fail_on: list[str] | None = None) -> ComparisonRun:
     """Run 05_compare with Papermill on two runs (run ids or report paths/URLs).
 
     Without either run, the two latest successful runs of the profile's env are compared. The
     comparison JSON, executed notebook, HTML and figures go beside the candidate's report, under
     `comparisons/`; for a candidate on S3 they are written locally, then uploaded beside it.
+    `fail_on` holds the regression gate's rules (evalbook.compare.gate); a rule that cannot be
+    applied to the two runs is a RuleError before anything is written.
     """
+    from evalbook.compare.gate import check_rules, parse_rules
     from evalbook.compare.tables import pairing_warnings
     from evalbook.report.reader import ReportUnreadable, read_report
 
     log = log or sys.stderr
+    parse_rules(fail_on)
 
     profile = load_profile(params_path, parse_overrides(overrides), override_root=Path.cwd())
     local_root = local_outputs_root(profile)
@@ -687,10 +692,11 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     try:
         baseline_location = find_report(local_root, baseline, profile["env"])
         candidate_location = find_report(local_root, candidate, profile["env"])
-        baseline_id = read_report(baseline_location).run_id
-        candidate_id = read_report(candidate_location).run_id
+        baseline_report, candidate_report = read_report(baseline_location), read_report(candidate_location)
     except ReportUnreadable as error:  # a named run that cannot be used: exit 2, before any write
         raise RunNotFound(str(error)) from error
+    check_rules(fail_on, baseline_report, candidate_report)
+    baseline_id, candidate_id = baseline_report.run_id, candidate_report.run_id
     created = datetime.now(timezone.utc)
     # the time, and a random suffix so that two comparisons started in one second never collide
     comparison_id = (f"{baseline_id[:8]}-vs-{candidate_id[:8]}-{created:%Y%m%dT%H%M%SZ}-"
@@ -702,7 +708,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     parameters = {"params_path": str(resolved), "baseline": baseline_location,
                   "candidate": candidate_location, "run_dir": str(output_dir),
                   "comparison_path": str(comparison_path), "run_id": comparison_id,
-                  **(notebook_parameters or {})}
+                  "fail_on": list(fail_on) if fail_on else None, **(notebook_parameters or {})}
     print(f"[evalbook] comparing {baseline_location} (baseline) with {candidate_location} (candidate)",
           file=log, flush=True)
     pages = _execute_beside_runs(COMPARE_STAGE, parameters, output_dir, comparison_path, "comparison")

@@ -7,7 +7,8 @@ candidate scored higher) with a percentile bootstrap confidence interval, and th
 examples that got better, worse or stayed the same (evalbook.stats). Pairs with a value missing in
 either run are counted and skipped, never averaged.
 
-A comparison is a report for people to read; it never fails a pipeline.
+A comparison is a report for people to read; it never fails a pipeline. Its `gate` is null
+here: only rules the user gives (`compare --fail-on`, evalbook.compare.gate) fill it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from evalbook.stats import (PERCENTILE_METHOD, PairedValues, bootstrap_mean_ci, 
 from evalbook.validation import COMPARISON_SCHEMA, mismatch
 
 KIND = "compare"
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 # The comparison's name for each kind of metric (its `family`).
 FAMILIES = {"similarity": "embedding", "retrieval": "retrieval", "judge": "judge"}
 # Parts of a judge metric record that are not its verdicts.
@@ -252,6 +253,7 @@ def build_comparison(baseline: RunReport | dict[str, Any], candidate: RunReport 
         "metrics": rows,
         "regressions": regressed,
         "deltas": long_deltas,
+        "gate": None,
         "notes": _notes(baseline, candidate, pairing, questions_differ, gates["judge"]),
         "parameters": {"resamples": settings.resamples, "seed": settings.seed,
                        "confidence": settings.confidence, "tolerance": settings.tolerance,
