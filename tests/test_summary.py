@@ -335,17 +335,25 @@ def test_appending_twice_keeps_both_and_a_failure_is_only_reported(tmp_path, mon
 
 def test_a_failed_gate_is_shown_rule_by_rule_with_why(sample_runs):
     rules = [gate_rule(why="**not** <b>bold</b>"),
-             gate_rule(rule="groundedness<-0.1", metric="groundedness", test="mcnemar", delta=0.0, low=None,
-                       high=None, p_value=0.5, n=5, discordant=2, failed=False, why="p 0.5: not significant")]
+             gate_rule(rule="groundedness_pass<-0.1", metric="groundedness_pass", test="mcnemar", delta=0.0,
+                       low=None, high=None, p_value=0.5, n=5, discordant=[1, 1], failed=False,
+                       why="p 0.5: not significant"),
+             gate_rule(rule="sentence_cosine<-0.01", metric="sentence_cosine", p_value=0.0001, failed=True)]
     comparison, baseline, candidate = compared(sample_runs, gate={"rules": rules, "failed": True})
     parsed = parse(comparison_summary_md(comparison, baseline, candidate, []))
-    assert "Gate failed: 1 of 2 rules failed." in parsed.text
+    assert "Gate failed: 2 of 3 rules failed." in parsed.text
     gate = next(t for t in parsed.tables if t.header[0] == "rule")
-    assert gate.header == ["rule", "test", "delta", "interval", "p-value", "n", "discordant", "result", "why"]
-    failed, held = gate.rows
+    assert gate.header == ["rule", "test", "delta", "interval", "p-value", "n",
+                           "discordant (baseline / candidate only)", "result", "why"]
+    failed, held, tiny_p = gate.rows
     assert failed[:4] == ["bertscore_f1<-0.02", "bootstrap", "-0.123", "[-0.200, -0.050]"]
     assert failed[4:] == ["—", "32", "—", "failed", "**not** <b>bold</b>"]
-    assert held == ["groundedness<-0.1", "mcnemar", "+0.000", "—", "0.500", "5", "2", "held", "p 0.5: not significant"]
+    assert held == ["groundedness_pass<-0.1", "mcnemar", "+0.000", "—", "0.500", "5", "1 / 1", "held",
+                    "p 0.5: not significant"]
+    assert tiny_p[4] == "< 0.001"
+    listed = [token.content for token in inline_children(parsed.tokens) if token.type == "text"]
+    assert [line for line in listed if line.startswith("The 3 largest regressions on")] == [
+        "The 3 largest regressions on BERTScore F1:", "The 3 largest regressions on sentence cosine:"]
 
 
 def test_a_gate_that_held_and_no_gate_say_so(sample_runs):

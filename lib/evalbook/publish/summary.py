@@ -53,6 +53,13 @@ def signed(value: Any) -> str:
     return MISSING if value is None else f"{value:+.3f}"
 
 
+def p_value(value: Any) -> str:
+    """A p-value to 3 decimals; one that would show as 0.000 as `< 0.001`, since it is not 0."""
+    if value is None:
+        return MISSING
+    return "< 0.001" if value < 0.0005 else f"{value:.3f}"
+
+
 def interval(low: Any, high: Any) -> str:
     return MISSING if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
 
@@ -176,11 +183,12 @@ def gate_md(comparison: dict[str, Any]) -> str:
     verdict = (f"**Gate failed**: {n_failed} of {len(rules)} rules failed." if gate["failed"]
                else f"**Gate held**: none of its {len(rules)} rules failed.")
     rows = [[escape_markdown(rule["rule"]), escape_markdown(rule["test"]), signed(rule["delta"]),
-             interval(rule.get("low"), rule.get("high")), number(rule.get("p_value")), str(rule["n"]),
-             MISSING if rule.get("discordant") is None else str(rule["discordant"]),
+             interval(rule.get("low"), rule.get("high")), p_value(rule.get("p_value")), str(rule["n"]),
+             MISSING if rule.get("discordant") is None else " / ".join(map(str, rule["discordant"])),
              "failed" if rule["failed"] else "held", escape_markdown(rule["why"])]
             for rule in rules]
-    header = ["rule", "test", "delta", "interval", "p-value", "n", "discordant", "result", "why"]
+    header = ["rule", "test", "delta", "interval", "p-value", "n", "discordant (baseline / candidate only)",
+              "result", "why"]
     return f"{verdict}\n\n" + table(header, rows, [False, False, True, False, True, True, True, False, False])
 
 
@@ -225,16 +233,19 @@ def both_runs_md(comparison: dict[str, Any], baseline: dict[str, Any], candidate
 def regressions_md(comparison: dict[str, Any]) -> str:
     """The REGRESSIONS_SHOWN largest regressions of the first compared headline metric, and of
     each metric a gate rule failed on: id, delta, the question and both answers, shortened."""
-    headline = [m.name for m in METRICS if m.headline and m.name in comparison["regressions"]]
-    failed = [rule["metric"] for rule in (comparison.get("gate") or {}).get("rules", []) if rule["failed"]]
-    chosen = [name for name in dict.fromkeys([*headline[:1], *failed]) if name in comparison["regressions"]]
+    regressed = comparison["regressions"]
+    headline = [m.name for m in METRICS if m.headline and m.name in regressed]
+    # a rule on a judge metric's pass outcome (`groundedness_pass`) lists its score's regressions
+    failed = [rule["metric"] if rule["metric"] in regressed else rule["metric"].removesuffix("_pass")
+              for rule in (comparison.get("gate") or {}).get("rules", []) if rule["failed"]]
+    chosen = [name for name in dict.fromkeys([*headline[:1], *failed]) if name in regressed]
     if not chosen:
         return "No metric was compared, so no example is listed.\n"
     tolerance = comparison["parameters"]["tolerance"]
     parts = []
     for name in chosen:
         label = escape_markdown(registered(name).label)
-        worst = comparison["regressions"][name][:REGRESSIONS_SHOWN]
+        worst = regressed[name][:REGRESSIONS_SHOWN]
         if not worst:
             parts.append(f"No example got worse on {label} beyond the tolerance ({tolerance:g}).\n")
             continue
