@@ -257,7 +257,8 @@ def test_a_failing_rule_exits_3_and_says_why_after_writing_the_comparison(sample
     lines = done.stdout.strip().splitlines()
     assert f"gate failed: 'bertscore_f1<-0.02': {f1['why']}" in lines
     assert f"gate held: 'sentence_cosine<-0.9': {cosine['why']}" in lines
-    assert (Path(lines[-1]).with_suffix("") / "05_compare.noinput.html").is_file()
+    page = (Path(lines[-1]).with_suffix("") / "05_compare.noinput.html").read_text("utf-8")
+    assert "<strong>bertscore_f1&lt;-0.02</strong> failed" in page and "The gate failed" in page
 
 
 def test_without_rules_or_with_a_rule_that_holds_compare_exits_0(sample_runs):

@@ -3,8 +3,9 @@
 - `run --params <file> [-p key=value ...]`: the last line on stdout is the report's location
   (its absolute path, or its s3:// URL when the outputs root is on S3); the line before it,
   `summary: <path>`, names the run's summary.md (as does compare's, for the comparison's).
-- `compare [--baseline <run id|report>] [--candidate <...>]`: runs 05_compare; the last line on
-  stdout is the comparison JSON's location. Without runs, the two latest successful runs.
+- `compare [--baseline <run id|report>] [--candidate <...>] [--fail-on '<metric><<tolerance>' ...]`:
+  runs 05_compare; the last line on stdout is the comparison JSON's location. Without runs, the
+  two latest successful runs. Each --fail-on rule's outcome is printed before it (`gate failed: ...`).
 - `calibrate --labels <file> [--run <run id|report>]`: runs 06_calibrate; the last line on stdout
   is the calibration JSON's location. Without a run, the latest successful run.
 - `diff <run id> <run id>`: the params diff and the nbdime diff of the executed notebooks.
