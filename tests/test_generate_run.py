@@ -46,6 +46,9 @@ def generated(tmp_path_factory):
     outputs = tmp_path_factory.mktemp("outputs")
     patch = pytest.MonkeyPatch()
     patch.setenv("RAG_TOKEN", SECRET)
+    # ipykernel forwards a kernel's own stderr (fd 2) into the notebook, except under pytest:
+    # without this variable the stages' kernels run as they do for a user.
+    patch.delenv("PYTEST_CURRENT_TEST", raising=False)
     try:
         with RagStandIn() as service:
             result = run_pipeline(str(GENERATE_LOCAL), overrides(outputs, service.url, HEADERS))
@@ -83,6 +86,9 @@ def test_the_report_carries_the_generation_summary(generated):
     assert "How the answers were obtained" in page and "32 of 32</strong> questions were answered" in page
     assert f"generator <code>{MODEL}</code> (asked of <code>http://127.0.0.1:" in page  # the headline
     assert (result.run_dir / "00_generate.html").exists()
+    # The progress bar goes to the runner's terminal, not into the executed notebook.
+    assert "generating:" not in (result.run_dir / "00_generate.ipynb").read_text("utf-8")
+    assert "before the first call: 32 calls to make" in (result.run_dir / "00_generate.ipynb").read_text("utf-8")
 
 
 def test_the_header_s_secret_was_sent_and_is_in_no_output_file(generated):

@@ -9,6 +9,11 @@
   handler of the last cell's reply logged "KeyboardInterrupt caught in kernel." after some
   stages. StageKernelManager sends no interrupt while it shuts the kernel down; a kernel still
   busy then (a run stopped mid-cell) gets SIGTERM after half of `shutdown_wait_time` instead.
+- ipykernel forwards whatever the kernel process writes to its own stdout and stderr file
+  descriptors into the notebook. The stages' progress bars write there on purpose, to reach the
+  runner's terminal or CI log: StageKernelManager starts the kernel with
+  `--IPKernelApp.capture_fd_output=False`, so that they do, and the executed notebook keeps only
+  what its cells print.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ SHUTDOWN_WAIT_SECONDS = 2.0
 
 class StageKernelManager(AsyncKernelManager):
     """jupyter_client's kernel manager without the interrupt that precedes a shutdown."""
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        return [*super().format_kernel_cmd(extra_arguments), "--IPKernelApp.capture_fd_output=False"]
 
     async def _async_interrupt_kernel(self) -> None:
         if self.shutting_down:
