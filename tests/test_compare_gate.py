@@ -4,6 +4,7 @@ with a known answer, the compare-v1 `gate` section, and the command's exit codes
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,8 @@ def test_a_rule_names_a_metric_and_a_drop_it_tolerates():
         ("groundedness_pass", "groundedness", -0.05, True)
     assert zero.tolerance == 0.0
     assert parse_rules(None) == [] and parse_rules([]) == []
+    assert parse_rules("bertscore_f1<-0.02") == [similarity]  # papermill -p passes one rule as a string
+    assert math.copysign(1.0, parse_rules(["sentence_cosine<-0"])[0].tolerance) == 1.0  # shown as 0, not -0
 
 
 @pytest.mark.parametrize("text, said", [
@@ -52,10 +55,10 @@ def test_a_rule_names_a_metric_and_a_drop_it_tolerates():
     ("bertscore_f1<-0.02x", "not a number"),
     ("bertscore_f1<nan", "not a number"),
     ("bertscore_f1<-inf", "not a number"),
-    ("bertscore_f1>-0.02", "is not <metric><<tolerance>"),
-    ("bertscore_f1", "is not <metric><<tolerance>"),
-    ("", "is not <metric><<tolerance>"),
-    ("<-0.02", "is not <metric><<tolerance>"),
+    ("bertscore_f1>-0.02", "not a rule of the form <metric><<tolerance>"),
+    ("bertscore_f1", "not a rule of the form <metric><<tolerance>"),
+    ("", "not a rule of the form <metric><<tolerance>"),
+    ("<-0.02", "not a rule of the form <metric><<tolerance>"),
 ])
 def test_a_bad_rule_is_refused_naming_it_and_the_known_metrics(text, said):
     with pytest.raises(RuleError) as refused:

@@ -64,7 +64,7 @@ def parse_rule(text: str) -> Rule:
     name, sign, number = text.partition("<")
     name = name.strip()
     if not sign or not name or not number.strip():
-        raise _refused(text, "is not <metric><<tolerance>")
+        raise _refused(text, "not a rule of the form <metric><<tolerance>")
     gated = _gated_metrics()
     if name not in gated:
         registered = {m.name for m in METRICS}
@@ -80,13 +80,17 @@ def parse_rule(text: str) -> Rule:
         raise _refused(text, f"a tolerance above 0 ({tolerance:g}) would fail an improvement; "
                              f"the tolerance is the drop allowed, a number at most 0")
     measured, pass_outcome = gated[name]
+    # + 0.0 turns a tolerance of -0 into 0, so that it is never shown as "-0"
     return Rule(text.strip(), name, tolerance + 0.0, measured, pass_outcome)
 
 
-def parse_rules(texts: Sequence[str] | None) -> list[Rule]:
-    """The rules, one per metric; RuleError for a bad rule or a second rule on one metric."""
+def parse_rules(texts: Sequence[str] | str | None) -> list[Rule]:
+    """The rules, one per metric; RuleError for a bad rule or a second rule on one metric.
+
+    One string is one rule: `papermill -p fail_on 'bertscore_f1<-0.02'` passes a string, not a list.
+    """
     rules: dict[str, Rule] = {}
-    for text in texts or []:
+    for text in [texts] if isinstance(texts, str) else texts or []:
         rule = parse_rule(text)
         if rule.metric in rules:
             raise _refused(rule.text, f"a second rule for {rule.metric} (after {rules[rule.metric].text!r}); "
