@@ -68,6 +68,11 @@ def test_a_bad_rule_is_refused_naming_it_and_the_known_metrics(text, said):
     assert "bertscore_f1, bertscore_precision" in message and "groundedness_pass" in message
 
 
+def test_a_rule_that_is_not_a_string_is_refused():
+    with pytest.raises(RuleError, match=r"--fail-on '0.02': a rule is a string"):
+        parse_rules([0.02])
+
+
 def test_a_second_rule_for_the_same_metric_is_refused():
     with pytest.raises(RuleError, match=r"'bertscore_f1<-0.05': a second rule for bertscore_f1 "
                                         r"\(after 'bertscore_f1<-0.02'\).*metrics a rule can name: bertscore_f1"):

@@ -61,6 +61,8 @@ def _refused(text: str, problem: str, names: Sequence[str] | None = None) -> Rul
 
 def parse_rule(text: str) -> Rule:
     """One rule `<metric><<tolerance>`, e.g. `bertscore_f1<-0.02`; RuleError naming what is wrong."""
+    if not isinstance(text, str):
+        raise _refused(repr(text), "a rule is a string")
     name, sign, number = text.partition("<")
     name = name.strip()
     if not sign or not name or not number.strip():
@@ -77,7 +79,7 @@ def parse_rule(text: str) -> Rule:
     if not math.isfinite(tolerance):
         raise _refused(text, f"the tolerance {number.strip()!r} is not a number")
     if tolerance > 0:
-        raise _refused(text, f"a tolerance above 0 ({tolerance:g}) would fail an improvement; "
+        raise _refused(text, f"a tolerance above 0 ({tolerance:g}) would fail a candidate that did not get worse; "
                              f"the tolerance is the drop allowed, a number at most 0")
     measured, pass_outcome = gated[name]
     # + 0.0 turns a tolerance of -0 into 0, so that it is never shown as "-0"
