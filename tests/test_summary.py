@@ -379,3 +379,13 @@ def test_hostile_text_in_a_comparisons_summary_renders_as_text(sample_runs):
     for row in regressions.rows:
         assert all(cell.startswith(ALL_PAYLOADS) for cell in row[2:]), row
     assert hostile.SCRIPT in parsed.text and hostile.MARKDOWN_LINK + hostile.IMG in parsed.text
+
+
+def test_a_comparison_of_few_paired_examples_warns_first(sample_runs):
+    def first_ten(report: dict) -> dict:
+        return {**report, "examples": report["examples"][:10]} if report["run_id"] == sample_runs.candidate.run_id else report
+
+    comparison, baseline, candidate = compared(sample_runs, first_ten)
+    parsed = parse(comparison_summary_md(comparison, baseline, candidate, []))
+    assert "Warning: only 10 examples are paired, of the baseline's 32 and the candidate's 10" in parsed.text
+    assert parsed.text.index("Warning") < parsed.text.index("Gate")

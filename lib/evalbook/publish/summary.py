@@ -3,7 +3,8 @@
 `run_summary_md(report, links)` gives the dataset, the generator (and where 00_generate asked
 for the answers), the judge; each headline metric's mean with its interval, n and, for a judged
 metric, its pass rate; the counts of what was missing, empty, cut or unscored; and links to the
-run's pages. `comparison_summary_md(comparison, baseline, candidate, links)` gives the gate (or
+run's pages. `comparison_summary_md(comparison, baseline, candidate, links)` gives any pairing
+warning (few examples paired, other datasets: evalbook.compare.tables), the gate (or
 that none was applied), each compared metric's paired delta with its interval and how many
 examples got better, worse or stayed, the pass rates and counts of both runs, the three largest
 regressions with their question and both answers shortened, and links to the comparison's pages.
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
+from evalbook.compare.tables import pairing_warnings
 from evalbook.escaping import escape_markdown
 from evalbook.files import write_new
 from evalbook.judge.display import plain_reason
@@ -263,11 +265,12 @@ def comparison_summary_md(comparison: dict[str, Any], baseline: dict[str, Any], 
     """The comparison's summary (module docstring) as GitHub-flavoured Markdown; `baseline` and
     `candidate` are the two runs' reports, for their pass rates and counts."""
     base, cand, pairing = comparison["baseline"], comparison["candidate"], comparison["pairing"]
+    warnings = "".join(f"**Warning**: {escape_markdown(warning)}.\n\n" for warning in pairing_warnings(comparison))
     return (f"## evalbook comparison: {escape_markdown(base['run_id'][:8])} → {escape_markdown(cand['run_id'][:8])}\n\n"
             f"Baseline {escape_markdown(base['run_id'])}, candidate {escape_markdown(cand['run_id'])}; "
             f"{pairing['n_paired']} examples paired by id ({pairing['n_only_baseline']} only in the baseline, "
             f"{pairing['n_only_candidate']} only in the candidate). Delta = candidate − baseline.\n\n"
-            f"### Gate\n\n{gate_md(comparison)}\n### Deltas\n\n{deltas_md(comparison)}\n"
+            f"{warnings}### Gate\n\n{gate_md(comparison)}\n### Deltas\n\n{deltas_md(comparison)}\n"
             f"### Both runs\n\n{both_runs_md(comparison, baseline, candidate)}\n"
             f"### Largest regressions\n\n{regressions_md(comparison)}\n{links_line(links)}")
 
