@@ -122,6 +122,12 @@ def pass_rates(report: dict[str, Any]) -> dict[str, tuple[float | None, float]]:
             for name, summary in judged.items() if summary.get("threshold") is not None}
 
 
+def pass_rate_text(report: dict[str, Any], name: str) -> str:
+    """A judged metric's pass rate at its threshold, `0.600 at ≥ 0.5`; a dash without one."""
+    rate, threshold = pass_rates(report).get(name, (None, None))
+    return MISSING if rate is None else f"{number(rate)} at ≥ {threshold:g}"
+
+
 def judge_text(report: dict[str, Any]) -> str:
     judge = report.get("judge_summary") or {}
     if judge.get("status") == "ran":
@@ -142,17 +148,9 @@ def generation_text(report: dict[str, Any]) -> str:
 def headline_rows(report: dict[str, Any]) -> list[list[str]]:
     """metric, mean, interval, n, pass rate of each headline metric the report has an interval for."""
     intervals = (report.get("intervals") or {}).get("metrics") or {}
-    rates = pass_rates(report)
-    rows = []
-    for metric in METRICS:
-        shown = intervals.get(metric.name)
-        if not metric.headline or shown is None:
-            continue
-        rate = rates.get(metric.name)
-        passed = f"{number(rate[0])} at ≥ {rate[1]:g}" if rate and rate[0] is not None else MISSING
-        rows.append([escape_markdown(metric.label), number(shown["mean"]),
-                     interval(shown.get("low"), shown.get("high")), str(shown["n"]), passed])
-    return rows
+    return [[escape_markdown(metric.label), number(shown["mean"]), interval(shown.get("low"), shown.get("high")),
+             str(shown["n"]), pass_rate_text(report, metric.name)]
+            for metric in METRICS if metric.headline and (shown := intervals.get(metric.name)) is not None]
 
 
 def run_summary_md(report: dict[str, Any], links: Sequence[Link]) -> str:
@@ -212,23 +210,18 @@ def deltas_md(comparison: dict[str, Any]) -> str:
     return shown + (f"\nNot compared: {'; '.join(others)}.\n" if others else "")
 
 
-def both_runs_md(comparison: dict[str, Any], baseline: dict[str, Any], candidate: dict[str, Any]) -> str:
+def both_runs_md(baseline: dict[str, Any], candidate: dict[str, Any]) -> str:
     """The two runs side by side: id, generator, judge, each judged metric's pass rate, the counts."""
-    def field(name: str, value_of) -> list[str]:
-        return [escape_markdown(name), value_of(baseline), value_of(candidate)]
-
-    rows = [field("run", lambda report: escape_markdown(report["run_id"])),
-            field("generator", lambda report: escape_markdown(report["models"].get("generator"))),
-            field("judge", judge_text)]
-    judged = dict.fromkeys([*pass_rates(baseline), *pass_rates(candidate)])
-    for name in judged:
-        def rate(report: dict[str, Any], name: str = name) -> str:
-            found = pass_rates(report).get(name)
-            return MISSING if found is None else f"{number(found[0])} at ≥ {found[1]:g}"
-        rows.append(field(f"{registered(name).label} pass rate", rate))
-    shown = [dict(counts(baseline)), dict(counts(candidate))]
-    for text in dict.fromkeys([*shown[0], *shown[1]]):
-        rows.append([escape_markdown(text), *(str(side[text]) if text in side else MISSING for side in shown)])
+    runs = (baseline, candidate)
+    rows = [["run", *(escape_markdown(report["run_id"]) for report in runs)],
+            ["generator", *(escape_markdown(report["models"].get("generator")) for report in runs)],
+            ["judge", *(judge_text(report) for report in runs)]]
+    for name in dict.fromkeys([*pass_rates(baseline), *pass_rates(candidate)]):
+        rows.append([f"{escape_markdown(registered(name).label)} pass rate",
+                     *(pass_rate_text(report, name) for report in runs)])
+    counted = [dict(counts(report)) for report in runs]
+    for text in dict.fromkeys([*counted[0], *counted[1]]):
+        rows.append([escape_markdown(text), *(str(side[text]) if text in side else MISSING for side in counted)])
     return table(["", "baseline", "candidate"], rows, [False, True, True])
 
 
@@ -265,13 +258,14 @@ def comparison_summary_md(comparison: dict[str, Any], baseline: dict[str, Any], 
     """The comparison's summary (module docstring) as GitHub-flavoured Markdown; `baseline` and
     `candidate` are the two runs' reports, for their pass rates and counts."""
     base, cand, pairing = comparison["baseline"], comparison["candidate"], comparison["pairing"]
-    warnings = "".join(f"**Warning**: {escape_markdown(warning)}.\n\n" for warning in pairing_warnings(comparison))
-    return (f"## evalbook comparison: {escape_markdown(base['run_id'][:8])} → {escape_markdown(cand['run_id'][:8])}\n\n"
-            f"Baseline {escape_markdown(base['run_id'])}, candidate {escape_markdown(cand['run_id'])}; "
+    warnings = "".join(f"**Warning**: {escape_markdown(text)}.\n\n" for text in pairing_warnings(comparison))
+    short, full = ([escape_markdown(run["run_id"][:width]) for run in (base, cand)] for width in (8, None))
+    return (f"## evalbook comparison: {short[0]} → {short[1]}\n\n"
+            f"Baseline {full[0]}, candidate {full[1]}; "
             f"{pairing['n_paired']} examples paired by id ({pairing['n_only_baseline']} only in the baseline, "
             f"{pairing['n_only_candidate']} only in the candidate). Delta = candidate − baseline.\n\n"
             f"{warnings}### Gate\n\n{gate_md(comparison)}\n### Deltas\n\n{deltas_md(comparison)}\n"
-            f"### Both runs\n\n{both_runs_md(comparison, baseline, candidate)}\n"
+            f"### Both runs\n\n{both_runs_md(baseline, candidate)}\n"
             f"### Largest regressions\n\n{regressions_md(comparison)}\n{links_line(links)}")
 
 
