@@ -389,3 +389,15 @@ def test_a_comparison_of_few_paired_examples_warns_first(sample_runs):
     parsed = parse(comparison_summary_md(comparison, baseline, candidate, []))
     assert "Warning: only 10 examples are paired, of the baseline's 32 and the candidate's 10" in parsed.text
     assert parsed.text.index("Warning") < parsed.text.index("Gate")
+
+
+def test_a_summary_that_cannot_be_written_fails_the_run_or_the_comparison_saying_so(tmp_path):
+    from evalbook.runner import ComparisonRun, RunFailed, RunResult, _write_comparison_summary, _write_run_summary
+
+    run = RunResult("r", tmp_path / "r", tmp_path / "r.json")  # a report that is not there
+    assert _write_run_summary(run, sys.stderr).startswith(
+        "every stage ran but summary.md could not be written: FileNotFoundError")
+    comparison = ComparisonRun("c", tmp_path / "c", tmp_path / "c.json", None, None)
+    with pytest.raises(RunFailed, match=r"the comparison is written at .*c\.json, but its summary\.md could not be"):
+        _write_comparison_summary(comparison, "baseline.json", "candidate.json", sys.stderr)
+    assert not (tmp_path / "r" / SUMMARY_NAME).exists() and not (tmp_path / "c").exists()
