@@ -401,3 +401,24 @@ def test_a_summary_that_cannot_be_written_fails_the_run_or_the_comparison_saying
     with pytest.raises(RunFailed, match=r"the comparison is written at .*c\.json, but its summary\.md could not be"):
         _write_comparison_summary(comparison, "baseline.json", "candidate.json", sys.stderr)
     assert not (tmp_path / "r" / SUMMARY_NAME).exists() and not (tmp_path / "c").exists()
+
+
+def test_a_real_gate_that_failed_is_in_the_summary_with_the_comparisons_numbers(sample_runs):
+    done = subprocess.run(
+        [sys.executable, "-m", "evalbook", "compare", "--params", str(sample_runs.profile),
+         "--baseline", sample_runs.baseline.run_id, "--candidate", sample_runs.candidate.run_id,
+         "--fail-on", "bertscore_f1<-0.02", "--fail-on", "sentence_cosine<-0.5"],
+        capture_output=True, text=True, cwd=ROOT, check=False, env={**os.environ, STEP_SUMMARY_ENV: ""})
+    assert done.returncode == 3, done.stderr[-3000:]
+    path = Path(done.stdout.strip().splitlines()[-1])
+    gate = read_json(path)["gate"]
+    parsed = parse((path.with_suffix("") / SUMMARY_NAME).read_text("utf-8"))
+    assert "Gate failed: 1 of 2 rules failed." in parsed.text
+    shown = next(t for t in parsed.tables if t.header[0] == "rule")
+    assert shown.column("rule") == [rule["rule"] for rule in gate["rules"]] == ["bertscore_f1<-0.02", "sentence_cosine<-0.5"]
+    for row, rule in zip(shown.rows, gate["rules"]):
+        cells = dict(zip(shown.header, row))
+        assert close_to(cells["delta"], rule["delta"]) and interval_close_to(cells["interval"], rule["low"], rule["high"])
+        assert cells["result"] == ("failed" if rule["failed"] else "held") and cells["n"] == str(rule["n"])
+        assert cells["test"] == rule["test"] and cells["why"] == " ".join(rule["why"].split())
+    assert [rule["failed"] for rule in gate["rules"]] == [True, False]
