@@ -21,6 +21,16 @@ if TYPE_CHECKING:
     from evalbook.runner import RunResult
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_job_summary():
+    """The suite run by GitHub Actions must not append its test runs to the job's summary page:
+    tests that check the step summary set GITHUB_STEP_SUMMARY to a file of their own."""
+    patch = pytest.MonkeyPatch()
+    patch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    yield
+    patch.undo()
+
+
 @dataclass
 class SampleRuns:
     outputs: Path

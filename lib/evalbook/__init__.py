@@ -25,6 +25,7 @@ Stages                  what they compute                                 what t
     figures, tables       what 04 shows
 - compare/              05_compare: gates, settings, the document,        comparisons/
                         its tables and figure
+    gate                  the opt-in regression gate (compare --fail-on)
 - calibrate/            06_calibrate: a run against human labels          <run_id>/calibration/
     labels                reads and checks a labels file, matches it to a run
     agreement             rank, ROC, thresholds, kappa, alpha (scipy, scikit-learn, krippendorff)
@@ -36,6 +37,8 @@ Stages                  what they compute                                 what t
     index                 every run and comparison                         index.html
     storage               an S3 outputs root, s3:// inputs                 (uploads the run folder)
     rundiff               `make diff` of two runs
+    summary               a run's or a comparison's summary for a pull     summary.md
+                          request, also appended to $GITHUB_STEP_SUMMARY
 
 Shared
 - metrics       the metric registry: name, kind, label, colour, direction, range, where it sits

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
+from evalbook.compare.gate import PASS_SUFFIX
 from evalbook.compare.tables import pairing_warnings
 from evalbook.escaping import escape_markdown
 from evalbook.files import write_new
@@ -231,7 +232,7 @@ def regressions_md(comparison: dict[str, Any]) -> str:
     regressed = comparison["regressions"]
     headline = [m.name for m in METRICS if m.headline and m.name in regressed]
     # a rule on a judge metric's pass outcome (`groundedness_pass`) lists its score's regressions
-    failed = [rule["metric"] if rule["metric"] in regressed else rule["metric"].removesuffix("_pass")
+    failed = [rule["metric"] if rule["metric"] in regressed else rule["metric"].removesuffix(PASS_SUFFIX)
               for rule in (comparison.get("gate") or {}).get("rules", []) if rule["failed"]]
     chosen = [name for name in dict.fromkeys([*headline[:1], *failed]) if name in regressed]
     if not chosen:
