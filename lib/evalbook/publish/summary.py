@@ -28,6 +28,7 @@ from evalbook.compare.gate import PASS_SUFFIX
 from evalbook.compare.tables import pairing_warnings
 from evalbook.escaping import escape_markdown
 from evalbook.files import write_new
+from evalbook.report.headline import counts
 from evalbook.judge.display import plain_reason
 from evalbook.metrics import METRICS
 from evalbook.metrics import metric as registered
@@ -39,12 +40,6 @@ REGRESSIONS_SHOWN = 3
 MISSING = "—"
 
 # (the report's count, how a reader says it), in the order the report's headline shows them
-COUNTS = (("n_examples_without_prediction", "examples without an answer"),
-          ("n_empty_generated_answers", "empty answers"),
-          ("n_empty_reference_answers", "empty references"),
-          ("n_truncated_bertscore", "cut at BERTScore's token limit"),
-          ("n_truncated_sentence", "cut at the sentence model's limit"))
-
 Link = tuple[str, str]  # (what the page is, its path relative to the summary's folder)
 
 
@@ -107,14 +102,6 @@ def page_links(folder: Path, pages: Iterable[tuple[str, str | Path | None]]) -> 
 
 
 # ---------------------------------------------------------------- a run
-
-def counts(report: dict[str, Any]) -> list[tuple[str, int]]:
-    """(what, how many) of the report's counts a reader needs, and the unscored judgments."""
-    given = report.get("counts") or {}
-    shown = [(text, given[key]) for key, text in COUNTS if given.get(key) is not None]
-    judged = ((report.get("judge_summary") or {}).get("metrics") or {}).values()
-    return shown + [("unscored judgments", sum(m.get("n_unscored") or 0 for m in judged))]
-
 
 def pass_rates(report: dict[str, Any]) -> dict[str, tuple[float | None, float]]:
     """Each judged metric's (pass rate, threshold), by metric name."""

@@ -70,16 +70,24 @@ def _row(metric: Metric, view: RunReport) -> str | None:
     return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
 
 
+COUNTS = (("n_examples_without_prediction", "examples without an answer"),
+          ("n_empty_generated_answers", "empty answers"),
+          ("n_empty_reference_answers", "empty references"),
+          ("n_truncated_bertscore", "cut at BERTScore's token limit"),
+          ("n_truncated_sentence", "cut at the sentence model's limit"))
+
+
+def counts(report: dict[str, Any]) -> list[tuple[str, int]]:
+    """(what, how many) of the report's counts a reader needs, and the unscored judgments: the
+    headline's and summary.md's."""
+    given = report.get("counts") or {}
+    shown = [(text, given[key]) for key, text in COUNTS if given.get(key) is not None]
+    judged = ((report.get("judge_summary") or {}).get("metrics") or {}).values()
+    return shown + [("unscored judgments", sum(m.get("n_unscored") or 0 for m in judged))]
+
+
 def _counts_line(data: dict[str, Any]) -> str:
-    counts = data.get("counts", {})
-    unscored = sum(m.get("n_unscored") or 0 for m in (data.get("judge_summary") or {}).get("metrics", {}).values())
-    shown = [("without an answer", counts.get("n_examples_without_prediction")),
-             ("empty answers", counts.get("n_empty_generated_answers")),
-             ("empty references", counts.get("n_empty_reference_answers")),
-             ("cut at BERTScore's token limit", counts.get("n_truncated_bertscore")),
-             ("cut at the sentence model's limit", counts.get("n_truncated_sentence")),
-             ("unscored judgments", unscored)]
-    return " · ".join(f"{escape_html(str(value))} {text}" for text, value in shown if value is not None)
+    return " · ".join(f"{escape_html(str(value))} {text}" for text, value in counts(data))
 
 
 def earlier_comparison(report: dict[str, Any], outputs_root: Path, env: str,
