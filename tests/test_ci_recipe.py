@@ -25,7 +25,8 @@ def run_like_ci(work: Path, cache: Path, candidate: str = "", gate: str = GATE,
                 baseline: Path | None = None) -> subprocess.CompletedProcess:
     environment = {key: value for key, value in os.environ.items()
                    if not key.startswith(("GITHUB_", "EVALBOOK_", "PYTEST_"))}
-    environment.update(BASELINE_ARGS=f"-p {NO_JUDGE}", CANDIDATE_ARGS=f"-p {NO_JUDGE} {candidate}",
+    # as under `make test`, whose sub-makes print "make[1]: Leaving directory" after their output
+    environment.update(MAKELEVEL="1", BASELINE_ARGS=f"-p {NO_JUDGE}", CANDIDATE_ARGS=f"-p {NO_JUDGE} {candidate}",
                        EVALBOOK_FAIL_ON=gate, EMBEDDING_CACHE=str(cache))
     if baseline is not None:
         environment["BASELINE_ARTIFACT"] = str(baseline)

@@ -36,7 +36,9 @@ last_line() { tail -n 1 "$1"; }
 
 evaluate() {
     # shellcheck disable=SC2086  # EVALBOOK_ARGS is a list of overrides, split on spaces
-    make run PARAMS="$params" ARGS="${common[*]} ${EVALBOOK_ARGS:-}" | tee "$state/run.log"
+    # --no-print-directory: a make started by another make (as under `make test`) would print
+    # "make[1]: Leaving directory" after the report's location, the line read below
+    make --no-print-directory run PARAMS="$params" ARGS="${common[*]} ${EVALBOOK_ARGS:-}" | tee "$state/run.log"
     last_line "$state/run.log" > "$state/report"
 }
 
