@@ -222,3 +222,25 @@ def test_hidden_states_come_back_per_token_as_float32(onnx_scorer):
     states = onnx_scorer.bert_encoder.hidden_states([(101, 7592, 102), (101, 102)], [0, 6], batch_size=2)
     assert all(array.dtype == np.float32 and array.shape == (len(seq), 384)
                for seq, layers in states.items() for array in layers.values())
+
+
+# ---------------------------------------------------------------- through the pipeline
+
+def test_scoring_json_and_the_report_record_the_backend(relocated_default_values, write_profile, tmp_path):
+    from evalbook.pipeline import assemble_report, open_stage, run_score, save_report
+    from evalbook.validation import validate_report
+
+    values = {**relocated_default_values, "limit": 4, "local_outputs_root": relocated_default_values["outputs_root"]}
+    values["scoring"] = {**values["scoring"], "backend": "onnxruntime"}
+    values["judge"] = {**values["judge"], "enabled": False}
+    ctx = open_stage(str(write_profile(values)))
+    run_score(ctx)
+    scoring = ctx.read_json("scoring.json")
+    assert scoring["backend"] == "onnxruntime" and scoring["backend_versions"] == backend_versions()
+    assert len(list((tmp_path / "outputs" / "onnx-graphs").glob("*.onnx"))) == 1
+    report = json.loads(save_report(ctx, assemble_report(ctx)).read_text())
+    validate_report(report)
+    provenance = report["provenance"]
+    assert provenance["scoring_backend"] == "onnxruntime"
+    assert provenance["scoring_backend_versions"] == scoring["backend_versions"]
+    assert provenance["package_versions"]["onnxruntime"] == scoring["backend_versions"]["onnxruntime"]
