@@ -3,7 +3,7 @@
 `scoring.backend: onnxruntime` runs the same transformer through onnxruntime instead of torch.
 The graph is exported with `torch.onnx.export` (opset OPSET) from the weights the profile pins,
 the first time a scorer needs it, and kept in `onnx-graphs`, the folder beside the embedding
-cache's (`scoring.onnx_graph_folder`):
+cache's (`evalbook.score.scoring.onnx_graph_folder`):
 
     <key>.onnx   the graph, weights included
     <key>.json   its sidecar: the key, what the key was made of, and the graph's own sha256
@@ -84,12 +84,17 @@ def export_graph(folder: Path, keep_layers: int) -> bytes:
     names = [output_name(layer) for layer in range(keep_layers + 1)]
     axes = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"},
             **{name: {0: "batch", 1: "tokens"} for name in names}}
+    # The example batch is padded: the tracer records the branches this input takes, and a
+    # batch without padding would let transformers skip the attention mask in the graph.
     example = (torch.tensor([[101, 7592, 102], [101, 102, 0]]), torch.tensor([[1, 1, 1], [1, 1, 0]]))
     buffer = io.BytesIO()
     with warnings.catch_warnings():
-        # The tracer's notes on Python-level branches (fixed by the mask's shape, which always
-        # equals the input's here) and the exporter's deprecation notice are not the user's concern.
-        warnings.simplefilter("ignore")
+        # Notes for whoever exports, not for the user: the TorchScript exporter's deprecation,
+        # the tracer's on Python-level branches (fixed by the padded example above), and how
+        # opset 17 expresses advanced indexing.
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message="Exporting aten::index", category=UserWarning)
         torch.onnx.export(HiddenStates(model), example, buffer, dynamo=False,
                           input_names=["input_ids", "attention_mask"], output_names=names,
                           dynamic_axes=axes, opset_version=OPSET)

@@ -22,6 +22,10 @@ example whose texts are unchanged gets identical (==) scores in a warm run. A te
 again (cache disabled, or evicted) may differ in those last bits. Either way, the scores stay
 within 1e-6 of the separate library calls.
 
+The models run through torch or, with `backend="onnxruntime"` (`scoring.backend`), through
+onnxruntime from a graph exported from the same weights (`evalbook.score.onnxgraph`); both
+agree with the separate library calls to 1e-6, and each backend has its own cache entries.
+
 `score_answers(frame, scorer, k)` is the batch function: DataFrame in, DataFrame out.
 """
 
