@@ -6,10 +6,12 @@ dataset. Each answer is its reference perturbed, seeded (about 10% of the words 
 10% of adjacent words swapped). The pairs go through `score_answers` on a DataFrame with the
 embedded default profile, in this process, and its peak RSS (ru_maxrss) is compared with the
 3 GB target. The profile's embedding cache, when evalbook has one and the profile enables it,
-is kept in a temporary folder. MB here are 2**20 bytes, as in outputs/bench/latest.json.
+is kept in a temporary folder, and so is the onnxruntime backend's graph. MB here are 2**20
+bytes, as in outputs/bench/latest.json.
 
     make bench-memory                                     # 20,000 pairs -> outputs/bench/memory.json
     .venv/bin/python benchmarks/bench_memory.py --pairs 2000
+    .venv/bin/python benchmarks/bench_memory.py --backend onnxruntime --output outputs/bench/memory-onnx.json
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=20_000)
     parser.add_argument("--output", type=Path, default=BENCH_OUTPUTS / "memory.json")
+    parser.add_argument("--backend", choices=("torch", "onnxruntime"), help="scoring.backend (default: the profile's)")
     args = parser.parse_args()
 
     from bench_scoring import evalbook_scorer
@@ -57,7 +60,8 @@ def main() -> None:
     record = provenance()
     with tempfile.TemporaryDirectory(prefix="evalbook-bench-memory-") as work:
         started = time.perf_counter()
-        scorer, profile = evalbook_scorer(None, Path(work) / "embedding-cache", enable_cache=False)
+        scorer, profile = evalbook_scorer(None, Path(work) / "embedding-cache", enable_cache=False,
+                                          backend=args.backend)
         load_seconds = time.perf_counter() - started
         frame = synthetic_frame(args.pairs, model_vocabulary(scorer.bert_encoder.folder))
         rss_before = current_rss_mb()

@@ -9,13 +9,18 @@ model loading is timed apart.
 
 - floor: a bare forward pass of the encoder (AutoModel) over the distinct texts in
   length-sorted batches, tokenizing included, no metric work: no method using this model
-  can be faster;
+  can be faster through torch;
+- onnx_floor: the same batches through onnxruntime, on the graph evalbook's onnxruntime
+  backend exports (its export is load time), reading the last hidden state only;
+- openvino_floor: the same graph compiled by OpenVINO for the CPU in fp32, when `openvino`
+  can be imported (it is not a dependency: put it on PYTHONPATH to compare);
 - peer: `bert_score` (BERTScorer.score, the model loaded beforehand) plus
   `SentenceTransformer.encode` and cosine, called separately, the two times summed;
 - cold: evalbook's `AnswerScorer.score_pairs`, built from the embedded default profile (with
   an empty embedding cache when evalbook has one);
 - warm: the same in a new process after the cold run, with 10% of the answers changed
   (needs evalbook's embedding cache);
+- onnx_cold, onnx_warm: cold and warm with `scoring.backend: onnxruntime`;
 - ray: evalbook's Ray engine (needs `evalbook.score.engines`); its peak memory sums the driver and
   every Ray process it started.
 
@@ -32,6 +37,7 @@ import operator
 import sys
 import tempfile
 import time
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -48,21 +54,35 @@ WINDOW_WORDS = 30
 STRIDE_WORDS = 15
 CHANGED_SHARE = 0.1
 WARMUP_PAIRS = 16
-METHODS = ("floor", "peer", "cold", "warm", "ray")
+METHODS = ("floor", "onnx_floor", "openvino_floor", "peer", "cold", "warm", "onnx_cold", "onnx_warm", "ray")
+# The backend each evalbook method scores with.
+EVALBOOK_BACKENDS = {"cold": "torch", "warm": "torch", "onnx_cold": "onnxruntime", "onnx_warm": "onnxruntime"}
+# Batches whose hidden states a floor compares with torch's, on real tokens (not timed).
+AGREEMENT_BATCHES = 3
 NOT_AVAILABLE = "not available yet"
 # name: (comparison, bound, what it says, the methods it needs)
 TARGETS = {
     "cold_vs_peer_speedup": (operator.ge, 1.8, "cold >= 1.8x faster than peer", ("cold", "peer")),
     "cold_vs_floor_slowdown": (operator.le, 1.25, "cold within 1.25x of the floor", ("cold", "floor")),
     "warm_vs_cold_speedup": (operator.ge, 4.0, "warm >= 4x faster than cold", ("warm", "cold")),
+    "onnx_cold_vs_floor_speedup": (operator.ge, 1.6, "onnx cold >= 1.6x faster than the torch floor",
+                                   ("onnx_cold", "floor")),
+    "onnx_cold_vs_onnx_floor_slowdown": (operator.le, 1.1, "onnx cold within 1.1x of the onnx floor",
+                                         ("onnx_cold", "onnx_floor")),
+    "onnx_warm_vs_onnx_cold_speedup": (operator.ge, 8.0, "onnx warm >= 8x faster than onnx cold",
+                                       ("onnx_warm", "onnx_cold")),
 }
 LABELS = {
     "floor": "floor: AutoModel forward, distinct texts",
+    "onnx_floor": "onnx floor: onnxruntime, same batches",
+    "openvino_floor": "openvino floor: OpenVINO fp32, same batches",
     "peer": "peer: bert_score + SentenceTransformer",
     "bert_score": "  bert_score (BERTScorer.score)",
     "sentence_transformer": "  SentenceTransformer.encode + cosine",
     "cold": "evalbook cold",
     "warm": "evalbook warm (10% answers changed)",
+    "onnx_cold": "evalbook cold, onnxruntime",
+    "onnx_warm": "evalbook warm, onnxruntime",
     "ray": "evalbook Ray engine",
 }
 
@@ -128,13 +148,15 @@ def embedding_cache_support() -> str | None:
     return None
 
 
-def bench_profile(batch_size: int | None, cache_dir: Path, enable_cache: bool = True):
+def bench_profile(batch_size: int | None, cache_dir: Path, enable_cache: bool = True,
+                  backend: str | None = None):
     """The embedded default profile with the bench's batch size (None: the profile's). Its
     embedding cache, when evalbook has one, lives in `cache_dir`, so that the user's cache is
-    never read or written; `enable_cache` False keeps the profile's own `enabled`."""
+    never read or written; `enable_cache` False keeps the profile's own `enabled`. `backend`
+    sets `scoring.backend` (None: the profile's)."""
     from evalbook.params import load_profile
 
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = {} if backend is None else {"scoring.backend": backend}
     if embedding_cache_support() is not None:
         overrides["scoring.embedding_cache.path"] = str(cache_dir)
         if enable_cache:
@@ -144,12 +166,13 @@ def bench_profile(batch_size: int | None, cache_dir: Path, enable_cache: bool = 
     return load_profile(DEFAULT_PROFILE, overrides)
 
 
-def evalbook_scorer(batch_size: int | None, cache_dir: Path, enable_cache: bool = True):
+def evalbook_scorer(batch_size: int | None, cache_dir: Path, enable_cache: bool = True,
+                    backend: str | None = None):
     """(AnswerScorer, profile) from `bench_profile`, built as the 02_score stage builds it."""
     from evalbook.score.models import resolve_profile_models
     from evalbook.score.scoring import AnswerScorer
 
-    profile = bench_profile(batch_size, cache_dir, enable_cache)
+    profile = bench_profile(batch_size, cache_dir, enable_cache, backend)
     return AnswerScorer.from_profile(profile, resolve_profile_models(profile)), profile
 
 
@@ -174,29 +197,67 @@ def timed(function):
     return value, time.perf_counter() - start
 
 
-def bertscore_folder() -> Path:
+def bertscore_model():
+    """The default profile's resolved BERTScore model (folder and weights sha256)."""
     from evalbook.score.models import resolve_profile_models
     from evalbook.params import load_profile
 
-    return resolve_profile_models(load_profile(DEFAULT_PROFILE))["bertscore"].folder
+    return resolve_profile_models(load_profile(DEFAULT_PROFILE))["bertscore"]
 
 
-def forward_pass(tokenizer, model, texts: list[str], batch_size: int, max_length: int) -> None:
-    """Tokenize, sort by length, run the model over every batch; keep nothing."""
-    import torch
+def bertscore_folder() -> Path:
+    return bertscore_model().folder
 
+
+def padded_batches(tokenizer, texts: list[str], batch_size: int, max_length: int):
+    """Tokenize, sort by length and yield (input_ids, attention_mask) int64 arrays per batch."""
     ids = tokenizer(texts, truncation=True, max_length=max_length, verbose=False)["input_ids"]
     ordered = sorted(ids, key=len)
-    with torch.inference_mode():
-        for start in range(0, len(ordered), batch_size):
-            batch = ordered[start:start + batch_size]
-            width = max(len(seq) for seq in batch)
-            input_ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
-            attention = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, seq in enumerate(batch):
-                input_ids[row, :len(seq)] = torch.tensor(seq)
-                attention[row, :len(seq)] = 1
-            model(input_ids=input_ids, attention_mask=attention)
+    for start in range(0, len(ordered), batch_size):
+        batch = ordered[start:start + batch_size]
+        width = max(len(seq) for seq in batch)
+        input_ids = np.full((len(batch), width), tokenizer.pad_token_id, dtype=np.int64)
+        attention = np.zeros((len(batch), width), dtype=np.int64)
+        for row, seq in enumerate(batch):
+            input_ids[row, :len(seq)] = seq
+            attention[row, :len(seq)] = 1
+        yield input_ids, attention
+
+
+def forward_pass(tokenizer, run_batch, texts: list[str], batch_size: int, max_length: int) -> None:
+    """Run `run_batch(input_ids, attention_mask)` over every batch of `texts`; keep nothing."""
+    for input_ids, attention in padded_batches(tokenizer, texts, batch_size, max_length):
+        run_batch(input_ids, attention)
+
+
+def torch_last_hidden(model):
+    """run_batch for a torch AutoModel: its last hidden state as a numpy array."""
+    import torch
+
+    def run(input_ids, attention):
+        with torch.inference_mode():
+            return model(input_ids=torch.from_numpy(input_ids),
+                         attention_mask=torch.from_numpy(attention)).last_hidden_state.numpy()
+    return run
+
+
+def agreement_with_torch(tokenizer, run_batch, texts: list[str], batch_size: int, max_length: int) -> float:
+    """Largest |hidden state - torch's| on real tokens over the first AGREEMENT_BATCHES batches."""
+    from transformers import AutoModel
+
+    reference = torch_last_hidden(AutoModel.from_pretrained(str(bertscore_folder())).eval())
+    largest = 0.0
+    for index, (input_ids, attention) in enumerate(padded_batches(tokenizer, texts, batch_size, max_length)):
+        if index == AGREEMENT_BATCHES:
+            break
+        real = attention.astype(bool)
+        difference = np.abs(run_batch(input_ids, attention)[real] - reference(input_ids, attention)[real])
+        largest = max(largest, float(difference.max()))
+    return largest
+
+
+def floor_texts(answers, references) -> list[str]:
+    return sorted({t.strip() for t in (*answers, *references) if t.strip()})
 
 
 def worker_floor(args, answers, references) -> dict[str, Any]:
@@ -206,11 +267,81 @@ def worker_floor(args, answers, references) -> dict[str, Any]:
     (tokenizer, model), load = timed(lambda: (AutoTokenizer.from_pretrained(folder),
                                               AutoModel.from_pretrained(folder).eval()))
     max_length = min(int(tokenizer.model_max_length), int(model.config.max_position_embeddings))
-    texts = sorted({t.strip() for t in (*answers, *references) if t.strip()})
-    forward_pass(tokenizer, model, [t for pair in zip(*warmup_pairs("floor")) for t in pair],
+    texts = floor_texts(answers, references)
+    run = torch_last_hidden(model)
+    forward_pass(tokenizer, run, [t for pair in zip(*warmup_pairs("floor")) for t in pair],
                  args.batch_size, max_length)
-    _, seconds = timed(lambda: forward_pass(tokenizer, model, texts, args.batch_size, max_length))
+    _, seconds = timed(lambda: forward_pass(tokenizer, run, texts, args.batch_size, max_length))
     return {"seconds": seconds, "load_seconds": load, "distinct_texts": len(texts)}
+
+
+def exported_graph(args):
+    """The graph evalbook's onnxruntime backend uses for the default profile, from the bench's
+    own graph folder (exported on first use), and the number of layers it returns."""
+    from evalbook.score.embcache import model_identity
+    from evalbook.score.onnxgraph import OnnxGraphCache
+    from evalbook.score.scoring import onnx_graph_folder
+
+    model = bertscore_model()
+    profile = bench_profile(args.batch_size, Path(args.work_dir) / "embedding-cache")
+    layers = profile["models"]["bertscore"]["num_layers"]
+    graphs = OnnxGraphCache(onnx_graph_folder(Path(args.work_dir) / "embedding-cache"))
+    return graphs.graph(model.folder, model_identity(model.weights_sha256, model.folder), layers), layers
+
+
+def accelerated_floor(args, answers, references, compile_graph) -> dict[str, Any]:
+    """A floor through `compile_graph(graph, layers, threads) -> run_batch`, timed as the torch floor."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from evalbook.score.scoring import cpu_threads
+
+    folder = str(bertscore_folder())
+
+    def load():
+        graph, layers = exported_graph(args)
+        return AutoTokenizer.from_pretrained(folder), graph, compile_graph(graph, layers, cpu_threads())
+
+    (tokenizer, graph, run), load_seconds = timed(load)
+    max_length = min(int(tokenizer.model_max_length), int(AutoConfig.from_pretrained(folder).max_position_embeddings))
+    texts = floor_texts(answers, references)
+    forward_pass(tokenizer, run, [t for pair in zip(*warmup_pairs("floor")) for t in pair],
+                 args.batch_size, max_length)
+    _, seconds = timed(lambda: forward_pass(tokenizer, run, texts, args.batch_size, max_length))
+    return {"seconds": seconds, "load_seconds": load_seconds, "distinct_texts": len(texts),
+            "graph_exported_here": graph.exported, "threads": cpu_threads(),
+            "hidden_vs_torch_max_abs": agreement_with_torch(tokenizer, run, texts, args.batch_size, max_length)}
+
+
+def worker_onnx_floor(args, answers, references) -> dict[str, Any]:
+    from evalbook.score.onnxgraph import OnnxForward
+
+    def compile_graph(graph, layers, threads):
+        forward = OnnxForward(graph, threads, ("CPUExecutionProvider",))
+        return lambda input_ids, attention: forward(input_ids, attention, [layers])[layers]
+
+    return accelerated_floor(args, answers, references, compile_graph)
+
+
+def worker_openvino_floor(args, answers, references) -> dict[str, Any]:
+    try:
+        import openvino
+    except ImportError:
+        return {"status": NOT_AVAILABLE, "reason": "openvino cannot be imported (not a dependency; "
+                                                   "put it on PYTHONPATH to compare)"}
+    from evalbook.score.onnxgraph import output_name
+
+    def compile_graph(graph, layers, threads):
+        compiled = openvino.Core().compile_model(str(graph.path), "CPU", {
+            "INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads,
+            "PERFORMANCE_HINT": "LATENCY"})
+        request, output = compiled.create_infer_request(), compiled.output(output_name(layers))
+
+        def run(input_ids, attention):
+            return request.infer({"input_ids": input_ids, "attention_mask": attention})[output]
+        return run
+
+    result = accelerated_floor(args, answers, references, compile_graph)
+    return {**result, "openvino": openvino.__version__}
 
 
 def worker_peer(args, answers, references) -> dict[str, Any]:
@@ -239,13 +370,16 @@ def worker_peer(args, answers, references) -> dict[str, Any]:
             "sentence_transformer_seconds": t_cosine, "load_seconds": load}
 
 
-def worker_evalbook(args, answers, references, warm: bool) -> dict[str, Any]:
+def worker_evalbook(args, answers, references, tag: str) -> dict[str, Any]:
+    """`tag` is the method: cold, warm, onnx_cold or onnx_warm (EVALBOOK_BACKENDS)."""
     support = embedding_cache_support()
+    warm, backend = tag.endswith("warm"), EVALBOOK_BACKENDS[tag]
     if warm and support is None:
         return {"status": NOT_AVAILABLE, "reason": "evalbook has no embedding cache yet"}
-    cache_dir = Path(args.work_dir) / "embedding-cache"
-    tag = "warm" if warm else "cold"
-    (scorer, profile), load = timed(lambda: evalbook_scorer(args.batch_size, cache_dir))
+    # One cache per backend; the graphs go beside them, where the ONNX floors put theirs.
+    cache_dir = Path(args.work_dir) / ("embedding-cache" if backend == "torch" else f"embedding-cache-{backend}")
+    (scorer, profile), load = timed(lambda: evalbook_scorer(
+        args.batch_size, cache_dir, backend=None if backend == "torch" else backend))
     populated_here = False
     if warm and not any(cache_dir.iterdir() if cache_dir.exists() else ()):
         scorer.score_pairs(answers, references, show_progress=False)  # the cache did not persist
@@ -258,9 +392,12 @@ def worker_evalbook(args, answers, references, warm: bool) -> dict[str, Any]:
     np.save(Path(args.work_dir) / f"{tag}_f1.npy", scored["bertscore_f1"].to_numpy())
     np.save(Path(args.work_dir) / f"{tag}_cosine.npy", scored["sentence_cosine"].to_numpy())
     if warm:
-        np.save(Path(args.work_dir) / "warm_changed.npy", np.asarray(changed, dtype=np.int64))
+        np.save(Path(args.work_dir) / f"{tag}_changed.npy", np.asarray(changed, dtype=np.int64))
     settings = {k: v for k, v in profile["scoring"].items() if k != "embedding_cache"}
+    graph = getattr(scorer.bert_encoder.forward, "graph", None)
     return {"seconds": seconds, "load_seconds": load, "embedding_cache": support, "scoring": settings,
+            "backend": scorer.provenance.backend, "backend_versions": scorer.provenance.backend_versions,
+            "graph_exported_here": None if graph is None else graph.exported,
             "embedding_cache_counts": getattr(scorer.provenance, "embedding_cache", None),
             "changed_answers": len(changed), "cache_populated_in_this_process": populated_here}
 
@@ -291,9 +428,9 @@ def run_worker(args) -> None:
     import torch
 
     answers, references = build_pairs(args.pairs)
-    workers = {"floor": worker_floor, "peer": worker_peer, "ray": worker_ray,
-               "cold": lambda *a: worker_evalbook(*a, warm=False),
-               "warm": lambda *a: worker_evalbook(*a, warm=True)}
+    workers = {"floor": worker_floor, "onnx_floor": worker_onnx_floor,
+               "openvino_floor": worker_openvino_floor, "peer": worker_peer, "ray": worker_ray,
+               **{tag: partial(worker_evalbook, tag=tag) for tag in EVALBOOK_BACKENDS}}
     result = workers[args.worker](args, answers, references)
     result.setdefault("status", "ok")
     result.setdefault("peak_rss_mb", peak_rss_mb())
@@ -318,6 +455,12 @@ def summarize(pairs: int, seconds: dict[str, float | None]) -> dict[str, Any]:
     ratios = {"cold_vs_peer_speedup": ratio("peer", "cold"),
               "cold_vs_floor_slowdown": ratio("cold", "floor"),
               "warm_vs_cold_speedup": ratio("cold", "warm"),
+              "onnx_cold_vs_floor_speedup": ratio("floor", "onnx_cold"),
+              "onnx_cold_vs_onnx_floor_slowdown": ratio("onnx_cold", "onnx_floor"),
+              "onnx_warm_vs_onnx_cold_speedup": ratio("onnx_cold", "onnx_warm"),
+              "onnx_cold_vs_cold_speedup": ratio("cold", "onnx_cold"),
+              "onnx_floor_vs_floor_speedup": ratio("floor", "onnx_floor"),
+              "openvino_floor_vs_onnx_floor_speedup": ratio("onnx_floor", "openvino_floor"),
               "peer_vs_floor_slowdown": ratio("peer", "floor"),
               "warm_vs_peer_speedup": ratio("peer", "warm"),
               "ray_vs_cold_speedup": ratio("cold", "ray"),
@@ -371,17 +514,21 @@ def agreement(work_dir: Path) -> dict[str, float]:
     found = {}
     pairs = {"cold_vs_peer_cosine": ("cold_cosine", "peer_cosine"),
              "cold_vs_peer_f1": ("cold_f1", "peer_f1"),
+             "onnx_cold_vs_peer_cosine": ("onnx_cold_cosine", "peer_cosine"),
+             "onnx_cold_vs_peer_f1": ("onnx_cold_f1", "peer_f1"),
              "ray_vs_cold_f1": ("ray_f1", "cold_f1")}
     for name, (a, b) in pairs.items():
         x, y = load(a), load(b)
         if x is not None and y is not None:
             found[name] = float(np.abs(x - y).max())
-    warm, cold, changed = load("warm_f1"), load("cold_f1"), load("warm_changed")
-    if warm is not None and cold is not None and changed is not None:
+    for cold_tag, warm_tag in (("cold", "warm"), ("onnx_cold", "onnx_warm")):
+        warm, cold, changed = load(f"{warm_tag}_f1"), load(f"{cold_tag}_f1"), load(f"{warm_tag}_changed")
+        if warm is None or cold is None or changed is None:
+            continue
         unchanged = np.setdiff1d(np.arange(len(cold)), changed)
-        found["warm_vs_cold_f1_unchanged_pairs"] = float(np.abs(warm[unchanged] - cold[unchanged]).max())
-        warm_cos, cold_cos = load("warm_cosine"), load("cold_cosine")
-        found["warm_vs_cold_cosine_unchanged_pairs"] = float(
+        found[f"{warm_tag}_vs_{cold_tag}_f1_unchanged_pairs"] = float(np.abs(warm[unchanged] - cold[unchanged]).max())
+        warm_cos, cold_cos = load(f"{warm_tag}_cosine"), load(f"{cold_tag}_cosine")
+        found[f"{warm_tag}_vs_{cold_tag}_cosine_unchanged_pairs"] = float(
             np.abs(warm_cos[unchanged] - cold_cos[unchanged]).max())
     return found
 
@@ -445,7 +592,11 @@ def main() -> None:
         "distinct_texts": distinct,
         "batch_size": args.batch_size, "changed_answer_share_warm": CHANGED_SHARE,
         "embedding_cache": results["cold"].get("embedding_cache"),
-        "embedding_cache_counts": {m: results[m].get("embedding_cache_counts") for m in ("cold", "warm")},
+        "embedding_cache_counts": {m: results[m].get("embedding_cache_counts") for m in EVALBOOK_BACKENDS},
+        "backends": {m: {key: results[m].get(key) for key in ("backend", "backend_versions", "graph_exported_here")}
+                     for m in EVALBOOK_BACKENDS},
+        "floor_hidden_vs_torch_max_abs": {m: results[m].get("hidden_vs_torch_max_abs")
+                                          for m in ("onnx_floor", "openvino_floor")},
         "scoring_settings": results["cold"].get("scoring"),
         "torch_threads": threads[0] if len(threads) == 1 else threads,
         "peak_rss_method": "ru_maxrss of the method's own process (Ray: sampled sum over its process tree)",

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH_OUTPUTS = ROOT / "outputs" / "bench"
 DEFAULT_PROFILE = ROOT / "params" / "default.yaml"
 VERSIONED_PACKAGES = ("torch", "transformers", "sentence-transformers", "bert-score", "numpy",
-                      "openai", "httpx", "aiohttp", "ray")
+                      "openai", "httpx", "aiohttp", "ray", "onnxruntime", "onnx", "openvino")
 
 
 # ---------------------------------------------------------------- texts

@@ -150,6 +150,7 @@ def test_judge_throughput_is_compared_with_concurrency_over_delay():
 
 def test_scoring_ratios_and_targets_by_hand():
     summary = bench_scoring.summarize(100, {"floor": 10.0, "peer": 30.0, "cold": 12.0, "warm": 2.0,
+                                            "onnx_floor": 5.0, "onnx_cold": 5.5, "onnx_warm": 0.5,
                                             "ray": None})
     assert summary["floor_pairs_per_s"] == pytest.approx(10.0)
     assert summary["peer_pairs_per_s"] == pytest.approx(100 / 30)
@@ -157,11 +158,17 @@ def test_scoring_ratios_and_targets_by_hand():
     assert summary["ratios"]["cold_vs_peer_speedup"] == pytest.approx(2.5)
     assert summary["ratios"]["cold_vs_floor_slowdown"] == pytest.approx(1.2)
     assert summary["ratios"]["warm_vs_cold_speedup"] == pytest.approx(6.0)
+    assert summary["ratios"]["onnx_cold_vs_floor_speedup"] == pytest.approx(10 / 5.5)
+    assert summary["ratios"]["onnx_cold_vs_onnx_floor_slowdown"] == pytest.approx(1.1)
+    assert summary["ratios"]["onnx_warm_vs_onnx_cold_speedup"] == pytest.approx(11.0)
     assert all(target["met"] is True for target in summary["targets"].values())
     slower = bench_scoring.summarize(100, {"floor": 10.0, "peer": 30.0, "cold": 17.0, "warm": None})
     assert slower["targets"]["cold_vs_peer_speedup"]["met"] is False  # 30 / 17 = 1.76
     assert slower["targets"]["cold_vs_floor_slowdown"]["met"] is False  # 1.7
     assert slower["targets"]["warm_vs_cold_speedup"]["met"] is None
+    assert slower["targets"]["onnx_cold_vs_onnx_floor_slowdown"]["met"] is None
+    assert bench_scoring.summarize(100, {"floor": 10.0, "onnx_floor": 5.0, "onnx_cold": 6.5})[
+        "targets"]["onnx_cold_vs_floor_speedup"]["met"] is False  # 10 / 6.5 = 1.54
 
 
 def test_the_printed_table_names_what_did_not_run():
@@ -175,6 +182,7 @@ def test_the_printed_table_names_what_did_not_run():
     assert "evalbook warm (10% answers changed)" in table and "not available yet (no embedding cache)" in table
     assert "cold >= 1.8x faster than peer: 2.50x, met" in table
     assert "warm >= 4x faster than cold: not measured (warm did not run)" in table
+    assert "onnx cold >= 1.6x faster than the torch floor: not measured (onnx_cold did not run)" in table
 
 
 def test_pairs_are_references_and_their_seeded_perturbations():

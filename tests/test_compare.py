@@ -461,6 +461,18 @@ def test_runs_scored_on_different_devices_are_compared_with_a_note():
     assert compare(older, candidate)["baseline"]["scoring_device"] == "cpu"
 
 
+def test_runs_scored_through_different_backends_are_compared_with_a_note():
+    candidate = make_report({"a": 0.5000001}, tag="cand")
+    candidate["provenance"]["scoring_backend"] = "onnxruntime"
+    doc = compare(make_report({"a": 0.5}), candidate)
+    assert doc["gates"]["embedding"]["compared"]
+    assert any("different backends (baseline torch, candidate onnxruntime)" in note
+               for note in doc["notes"])
+    same = make_report({"a": 0.5}, tag="c")
+    same["provenance"]["scoring_backend"] = "torch"
+    assert not any("backends" in note for note in compare(make_report({"a": 0.5}), same)["notes"])
+
+
 def test_top_k_match_is_compared_as_zero_or_one_when_k_is_equal():
     scores = dict.fromkeys(["a", "b", "c", "d"], 0.5)
     doc = compare(make_report(scores, retrieval={"a": True, "b": True, "c": False}),

@@ -38,6 +38,7 @@ from evalbook.score.models import resolve_profile_models
 from evalbook.params import ParamsError, load_profile
 from evalbook.pipeline import open_stage, scored_table
 from evalbook.runner import run_pipeline
+from evalbook.score.onnxgraph import backend_versions
 from evalbook.score.scoring import AnswerScorer, score_answers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -358,6 +359,17 @@ def test_ray_engine_matches_the_local_engine_and_shuts_its_ray_down(profile, can
     assert not ray.is_initialized()
     assert wait_until(lambda: not session_processes(os.getpid())), \
         [p.info["cmdline"] for p in session_processes(os.getpid())]
+
+
+def test_ray_actors_on_onnxruntime_score_as_the_local_engine_does(tmp_path, canonical, local_scored):
+    # Both actors find no graph and export it at once: each writes it whole, and one file stays.
+    onnx_profile = load_profile(DEFAULT, {"scoring.embedding_cache.enabled": False,
+                                          "scoring.embedding_cache.path": str(tmp_path / "embedding-cache"),
+                                          "scoring.backend": "onnxruntime"})
+    run = engines.run_on_ray(canonical, onnx_profile, RaySettings(actors=CPUS, batch_rows=3, local_cpus=CPUS))
+    assert_same_scores(run.scored, local_scored)
+    assert run.scorer["backend"] == "onnxruntime" and run.scorer["backend_versions"] == backend_versions()
+    assert len(list((tmp_path / "onnx-graphs").glob("*.onnx"))) == 1
 
 
 def stage_profile(folder: Path, **values) -> Path:

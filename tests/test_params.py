@@ -176,12 +176,13 @@ def test_keys_added_later_default_to_the_older_behaviour(default_values, write_p
     """A run folder's params.yaml written before these keys existed still loads, and behaves as then."""
     for key in ("engine", "ray_address", "ray_actors", "ray_num_gpus"):
         del default_values[key]
-    for key in ("chunk_size", "threads", "embedding_cache", "device"):
+    for key in ("chunk_size", "threads", "embedding_cache", "device", "backend"):
         del default_values["scoring"][key]
     profile = load_profile(write_profile(default_values))
     assert (profile["engine"], profile["ray_address"], profile["ray_actors"], profile["ray_num_gpus"]) \
         == ("local", None, None, 0)
     assert profile["scoring"] == {"batch_size": 64, "chunk_size": 2000, "threads": None, "device": "cpu",
+                                  "backend": "torch",
                                   "embedding_cache": {"enabled": False, "path": None, "max_bytes": 2 * 2**30}}
     # A key written in the profile wins, and the defaults are copies, not shared between profiles.
     default_values["scoring"]["device"] = "auto"
@@ -195,6 +196,14 @@ def test_a_key_added_later_is_still_checked(default_values, write_profile):
     default_values["scoring"]["device"] = "gpu"
     message = error_of(write_profile(default_values))
     assert "scoring.device" in message and "'gpu' does not match" in message
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnxruntime"])
+def test_scoring_backends_are_accepted_and_others_refused(backend, default_values, write_profile):
+    assert load_profile(DEFAULT_PROFILE, {"scoring.backend": backend})["scoring"]["backend"] == backend
+    default_values["scoring"]["backend"] = "tensorrt"
+    message = error_of(write_profile(default_values))
+    assert "scoring.backend" in message and "'tensorrt' is not one of" in message
 
 
 @pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:1", "mps"])

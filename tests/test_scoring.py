@@ -200,7 +200,7 @@ def test_the_scorer_records_its_device(scorer, minilm):
     assert scorer.provenance.device == "cpu" == str(scorer.device)
     expected = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     auto = AnswerScorer(minilm, minilm, num_layers=6, device="auto", memory_cache_bytes=0)
-    assert {p.device for p in auto.bert_encoder.model.parameters()} == {expected}
+    assert {p.device for p in auto.bert_encoder.forward.model.parameters()} == {expected}
     assert auto.provenance.as_dict()["device"] == str(expected)
 
 

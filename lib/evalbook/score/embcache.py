@@ -1,7 +1,8 @@
 """Per-text hidden states kept between runs: a content-addressed disk cache and a memory LRU.
 
 One entry is the (n_tokens, dim) float32 hidden states of one layer for one token sequence.
-Its key is the sha256 of the model's identity (weights sha256 and config.json sha256), the
+Its key is the sha256 of the model's identity (weights sha256 and config.json sha256, and
+`:onnxruntime` when that backend computed it, so a warm run reads its own backend's states), the
 layer, and the token ids. The token ids are what the model reads, so the key covers the text,
 the truncation length and the tokenizer together. A text shorter than both truncation limits
 (512 for bert-score, 256 for all-MiniLM-L6-v2) is one sequence, so one entry serves BERTScore and

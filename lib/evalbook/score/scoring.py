@@ -22,6 +22,10 @@ example whose texts are unchanged gets identical (==) scores in a warm run. A te
 again (cache disabled, or evicted) may differ in those last bits. Either way, the scores stay
 within 1e-6 of the separate library calls.
 
+The models run through torch or, with `backend="onnxruntime"` (`scoring.backend`), through
+onnxruntime from a graph exported from the same weights (`evalbook.score.onnxgraph`); both
+agree with the separate library calls to 1e-6, and each backend has its own cache entries.
+
 `score_answers(frame, scorer, k)` is the batch function: DataFrame in, DataFrame out.
 """
 
@@ -31,6 +35,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -46,6 +51,7 @@ from tqdm.auto import tqdm
 from evalbook.metrics import SCORE_FLAGS, names
 from evalbook.score.embcache import CacheStats, EmbeddingCache, MemoryLRU, entry_key, model_identity
 from evalbook.score.models import ResolvedModel
+from evalbook.score.onnxgraph import BACKENDS, OnnxForward, OnnxGraphCache, backend_versions
 from evalbook.params import embedding_cache_path
 from evalbook.provenance import bertscore_hash
 from evalbook.score.retrieval import retrieval_columns
@@ -61,6 +67,10 @@ METRIC_COLUMNS = names("similarity")
 
 class ScoringError(RuntimeError):
     """A scoring configuration that would give wrong or silently altered scores."""
+
+
+class BackendFallbackWarning(UserWarning):
+    """scoring.backend asked for onnxruntime on a device its build cannot use: torch scores instead."""
 
 
 def cpu_threads() -> int:
@@ -119,6 +129,59 @@ def resolve_device(name: str) -> torch.device:
     raise ScoringError(f"scoring.device {name!r}: expected auto, cpu, cuda, cuda:<n> or mps")
 
 
+def onnx_graph_folder(embedding_cache_folder: Path) -> Path:
+    """Where onnxruntime's graphs are cached: `onnx-graphs` beside the embedding cache folder,
+    used whether or not the embedding cache is enabled."""
+    return embedding_cache_folder.parent / "onnx-graphs"
+
+
+@dataclass(frozen=True)
+class OnnxSettings:
+    """How a TokenEncoder runs its model through onnxruntime: where the graphs are cached, with
+    how many threads, and on which execution providers (in order of preference)."""
+
+    graphs: OnnxGraphCache
+    threads: int
+    providers: tuple = ("CPUExecutionProvider",)
+
+
+def onnx_providers(device: torch.device) -> tuple | None:
+    """onnxruntime's execution providers for `device`, or None when this onnxruntime build has
+    none for it (then scoring falls back to torch)."""
+    import onnxruntime
+
+    if device.type == "cpu":
+        return ("CPUExecutionProvider",)
+    if device.type == "cuda" and "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        return (("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider")
+    return None
+
+
+def resolve_backend(name: str, device: torch.device) -> tuple[str, tuple | None, str | None]:
+    """(backend, onnxruntime providers, why torch is used instead) for `scoring.backend` `name`.
+
+    onnxruntime runs on the CPU, and on a CUDA device only when its build has the CUDA
+    execution provider. For any other device the models run through torch, with a warning
+    that says so, and the reason is recorded in scoring.json.
+    """
+    if name not in BACKENDS:
+        raise ScoringError(f"scoring.backend {name!r}: expected one of {', '.join(BACKENDS)}")
+    if name == "torch":
+        return "torch", None, None
+    try:
+        providers = onnx_providers(device)
+    except ImportError as exc:
+        raise ScoringError(f"scoring.backend is onnxruntime but onnxruntime cannot be imported "
+                           f"({exc}); install the version pinned in pyproject.toml, or set "
+                           "scoring.backend to torch") from exc
+    if providers is not None:
+        return "onnxruntime", providers, None
+    note = (f"scoring.backend onnxruntime: this onnxruntime build has no execution provider for "
+            f"{device}, so the models run on {device} through torch")
+    warnings.warn(note, BackendFallbackWarning, stacklevel=3)
+    return "torch", None, note
+
+
 def _sentence_transformer_config(folder: Path) -> int:
     """Check the folder is a mean-pooling SentenceTransformer and return its max_seq_length."""
     pooling_file = folder / "1_Pooling" / "config.json"
@@ -169,35 +232,61 @@ def quiet_weight_loading():
             transformers_logging.enable_progress_bar()
 
 
+class TorchForward:
+    """A forward pass through torch on `device`: token ids in, float32 hidden states of chosen
+    layers out, in main memory."""
+
+    def __init__(self, model: torch.nn.Module, device: torch.device):
+        self.model = model.to(device)
+        self.device = device
+
+    def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray,
+                 layers: Sequence[int]) -> dict[int, np.ndarray]:
+        with torch.inference_mode():
+            output = self.model(input_ids=torch.from_numpy(input_ids).to(self.device),
+                                attention_mask=torch.from_numpy(attention_mask).to(self.device),
+                                output_hidden_states=True)
+            # One transfer per layer and batch (none on the CPU).
+            return {layer: output.hidden_states[layer].float().cpu().numpy() for layer in layers}
+
+
 class TokenEncoder:
     """One transformer, loaded once, returning per-token hidden states of chosen layers.
 
-    `model_id` names the model in embedding cache keys (see `embcache.model_identity`);
-    `sequences_encoded` counts the token sequences run through the model. The model runs on
-    `device`; hidden states always come back as float32 arrays in main memory.
+    `model_id` names the model in embedding cache keys (see `embcache.model_identity`); with
+    the onnxruntime backend it gains `:onnxruntime`, so that each backend's cache entries are
+    its own. `sequences_encoded` counts the token sequences run through the model. The model
+    runs on `device`, through torch or through `onnx` (the backend's execution providers and
+    its graph cache); hidden states always come back as float32 arrays in main memory.
     """
 
     def __init__(self, folder: Path, keep_layers: int | None = None, *, model_id: str,
-                 device: torch.device = torch.device("cpu")):
-        from transformers import AutoModel, AutoTokenizer
+                 device: torch.device = torch.device("cpu"), onnx: OnnxSettings | None = None):
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         self.folder = folder
-        self.model_id = model_id
         self.sequences_encoded = 0
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        with quiet_weight_loading():
-            model = AutoModel.from_pretrained(str(folder))
-        model.eval()
-        total = model.config.num_hidden_layers
+        self.config = AutoConfig.from_pretrained(str(folder))
+        total = self.config.num_hidden_layers
         keep_layers = total if keep_layers is None else keep_layers
         if not 1 <= keep_layers <= total:
             raise ScoringError(f"{folder}: num_layers must be between 1 and {total}, got {keep_layers}")
-        # Layers above the deepest one read are never computed.
-        model.encoder.layer = torch.nn.ModuleList(model.encoder.layer[:keep_layers])
         self.device = device
-        self.model = model.to(device)
         self.n_layers_total = total
         self.special_ids = {self.tokenizer.cls_token_id, self.tokenizer.sep_token_id}
+        if onnx is None:
+            self.model_id = model_id
+            with quiet_weight_loading():
+                model = AutoModel.from_pretrained(str(folder))
+            model.eval()
+            # Layers above the deepest one read are never computed.
+            model.encoder.layer = torch.nn.ModuleList(model.encoder.layer[:keep_layers])
+            self.forward = TorchForward(model, device)
+        else:
+            self.model_id = f"{model_id}:onnxruntime"
+            graph = onnx.graphs.graph(folder, model_id, keep_layers)
+            self.forward = OnnxForward(graph, onnx.threads, onnx.providers)
 
     def token_ids(self, texts: Sequence[str], max_length: int) -> list[list[int]]:
         encoded = self.tokenizer(list(texts), add_special_tokens=True, truncation=True,
@@ -218,26 +307,21 @@ class TokenEncoder:
         ordered = sorted(set(sequences), key=len)
         pad_id = self.tokenizer.pad_token_id
         states: dict[tuple[int, ...], dict[int, np.ndarray]] = {}
-        with torch.inference_mode():
-            for start in range(0, len(ordered), batch_size):
-                batch = ordered[start:start + batch_size]
-                width = max(len(seq) for seq in batch)
-                input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-                attention = torch.zeros((len(batch), width), dtype=torch.long)
-                for row, seq in enumerate(batch):
-                    input_ids[row, :len(seq)] = torch.tensor(seq)
-                    attention[row, :len(seq)] = 1
-                output = self.model(input_ids=input_ids.to(self.device),
-                                    attention_mask=attention.to(self.device),
-                                    output_hidden_states=True)
-                # One transfer per layer and batch (none on the CPU); then copies, so that no row
-                # keeps its whole padded batch alive.
-                arrays = {layer: output.hidden_states[layer].float().cpu().numpy() for layer in layers}
-                for row, seq in enumerate(batch):
-                    states[seq] = {layer: arrays[layer][row, :len(seq)].copy() for layer in layers}
-                self.sequences_encoded += len(batch)
-                if progress is not None:
-                    progress.update(len(batch))
+        for start in range(0, len(ordered), batch_size):
+            batch = ordered[start:start + batch_size]
+            width = max(len(seq) for seq in batch)
+            input_ids = np.full((len(batch), width), pad_id, dtype=np.int64)
+            attention = np.zeros((len(batch), width), dtype=np.int64)
+            for row, seq in enumerate(batch):
+                input_ids[row, :len(seq)] = seq
+                attention[row, :len(seq)] = 1
+            arrays = self.forward(input_ids, attention, layers)
+            # Copies, so that no row keeps its whole padded batch alive.
+            for row, seq in enumerate(batch):
+                states[seq] = {layer: arrays[layer][row, :len(seq)].copy() for layer in layers}
+            self.sequences_encoded += len(batch)
+            if progress is not None:
+                progress.update(len(batch))
         return states
 
 
@@ -255,6 +339,11 @@ class ScoreProvenance:
     chunk_size: int = DEFAULT_CHUNK_SIZE
     torch_threads: int | None = None
     device: str = "cpu"
+    # torch or onnxruntime, the versions the backend's results depend on, and why torch ran
+    # when onnxruntime was asked for (None: it was not).
+    backend: str = "torch"
+    backend_versions: dict = field(default_factory=dict)
+    backend_fallback: str | None = None
     # What the scorer has done so far: sequences run through a model, and the caches' counts.
     sequences_encoded: int = 0
     embedding_cache: dict = field(default_factory=dict)
@@ -287,19 +376,28 @@ class AnswerScorer:
     """BERTScore and sentence cosine with models loaded once; see the module docstring.
 
     `cache` is the disk embedding cache (None: none). `threads` is torch's thread count, set
-    process-wide (None: `cpu_threads()`). `device` is where the models run (`resolve_device`);
-    the matching and pooling always run on the CPU, on the float32 states as stored.
+    process-wide, and onnxruntime's (None: `cpu_threads()`). `device` is where the models run
+    (`resolve_device`); the matching and pooling always run on the CPU, on the float32 states
+    as stored. `backend` runs the models through torch or onnxruntime (`resolve_backend`);
+    onnxruntime's graphs are cached in `graph_folder` (`onnxgraph.OnnxGraphCache`).
     """
 
     def __init__(self, bertscore: ResolvedModel, sentence_transformer: ResolvedModel,
                  num_layers: int, batch_size: int = 64, baseline_path: str | None = None,
                  rescale_with_baseline: bool = False, cache: EmbeddingCache | None = None,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, threads: int | None = None,
-                 memory_cache_bytes: int = MEMORY_CACHE_BYTES, device: str = "cpu"):
+                 memory_cache_bytes: int = MEMORY_CACHE_BYTES, device: str = "cpu",
+                 backend: str = "torch", graph_folder: Path | None = None):
         if batch_size < 1 or chunk_size < 1:
             raise ScoringError(f"batch_size and chunk_size must be at least 1, got {batch_size} and {chunk_size}")
         torch.set_num_threads(threads or cpu_threads())
         self.device = resolve_device(device)
+        self.backend, providers, fallback = resolve_backend(backend, self.device)
+        onnx = None
+        if self.backend == "onnxruntime":
+            if graph_folder is None:
+                raise ScoringError("scoring.backend onnxruntime needs a graph_folder to cache its graphs in")
+            onnx = OnnxSettings(OnnxGraphCache(graph_folder), torch.get_num_threads(), providers)
         self.batch_size = batch_size
         self.chunk_size = chunk_size
         self.cache = cache
@@ -309,23 +407,23 @@ class AnswerScorer:
         self.shared = bertscore.folder.resolve() == sentence_transformer.folder.resolve()
         bert_id = model_identity(bertscore.weights_sha256, bertscore.folder)
         if self.shared:
-            encoder = TokenEncoder(bertscore.folder, model_id=bert_id, device=self.device)
+            encoder = TokenEncoder(bertscore.folder, model_id=bert_id, device=self.device, onnx=onnx)
             if num_layers > encoder.n_layers_total:
                 raise ScoringError(f"{bertscore.folder}: num_layers must be at most "
                                    f"{encoder.n_layers_total}, got {num_layers}")
             self.bert_encoder = self.sentence_encoder = encoder
         else:
             self.bert_encoder = TokenEncoder(bertscore.folder, num_layers, model_id=bert_id,
-                                             device=self.device)
+                                             device=self.device, onnx=onnx)
             self.sentence_encoder = TokenEncoder(
                 sentence_transformer.folder,
                 model_id=model_identity(sentence_transformer.weights_sha256, sentence_transformer.folder),
-                device=self.device)
+                device=self.device, onnx=onnx)
         self.sentence_layer = self.sentence_encoder.n_layers_total
         tokenizer = self.bert_encoder.tokenizer
         # bert-score truncates at the tokenizer's model_max_length; cap it at the position table.
         self.bert_max = min(int(tokenizer.model_max_length),
-                            int(self.bert_encoder.model.config.max_position_embeddings))
+                            int(self.bert_encoder.config.max_position_embeddings))
         self.baseline = None
         if rescale_with_baseline:
             if baseline_path is None:
@@ -346,6 +444,10 @@ class AnswerScorer:
             chunk_size=chunk_size,
             torch_threads=torch.get_num_threads(),
             device=str(self.device),
+            backend=self.backend,
+            backend_versions=(backend_versions() if self.backend == "onnxruntime"
+                              else {"torch": torch.__version__}),
+            backend_fallback=fallback,
         )
         self._record_counts()
 
@@ -358,13 +460,14 @@ class AnswerScorer:
         if baseline is not None:
             baseline = str(Path(baseline) if Path(baseline).is_absolute() else profile.root / baseline)
         cache_settings = scoring["embedding_cache"]
-        cache = (EmbeddingCache(Path(embedding_cache_path(profile)), cache_settings["max_bytes"])
-                 if cache_settings["enabled"] else None)
+        cache_folder = Path(embedding_cache_path(profile))
+        cache = EmbeddingCache(cache_folder, cache_settings["max_bytes"]) if cache_settings["enabled"] else None
         return cls(resolved["bertscore"], resolved["sentence_transformer"],
                    num_layers=spec["num_layers"], batch_size=scoring["batch_size"],
                    baseline_path=baseline, rescale_with_baseline=spec["rescale_with_baseline"],
                    cache=cache, chunk_size=scoring["chunk_size"], threads=scoring["threads"],
-                   device=scoring["device"])
+                   device=scoring["device"], backend=scoring["backend"],
+                   graph_folder=onnx_graph_folder(cache_folder))
 
     @property
     def sequences_encoded(self) -> int:
