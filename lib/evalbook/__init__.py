@@ -15,6 +15,8 @@ Stages                  what they compute                                 what t
     scoring               the encoder pass; BERTScore and cosine per pair
     similarity, retrieval the metric math; top-k match and rank
     embcache, engines     the embedding cache; local or Ray Data actors
+    onnxgraph             the onnxruntime backend's exported graph and its  onnx-graphs/
+                          cache (scoring.backend)
 - judge/                03_judge: client, cache, prompts, the metric     judge.json,
                         protocol, one module per judged metric, the       judge-cache.sqlite
                         local llama.cpp server
