@@ -11,7 +11,6 @@ the report carries the generation summary and the reported model.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pandas as pd
@@ -20,15 +19,10 @@ import pytest
 from evalbook.judge.server import answers_ok
 from evalbook.report.document import validate_report
 from evalbook.runner import run_pipeline
+from faultserver import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATE_LOCAL = str(ROOT / "params" / "generate-local.yaml")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ predictions.jsonl report."""
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import yaml
 
 from evalbook.judge.server import answers_ok
 from evalbook.runner import RunFailed, run_pipeline
+from faultserver import free_port
 from paths import DEFAULT_PROFILE, NO_JUDGE, ROOT
 from ragstandin import MODEL, RagStandIn
 
@@ -31,12 +31,6 @@ def overrides(outputs: Path, url: str, *more: str) -> list[str]:
 
 def report_of(result) -> dict:
     return json.loads(result.report_path.read_text("utf-8"))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
