@@ -14,16 +14,13 @@ import os
 import subprocess
 import sys
 import time
-from collections import deque
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from evalbook.judge.server import answers_ok, die_with_parent
+from evalbook.judge.server import answers_ok, die_with_parent, end_process, log_tail
 
 POLL_SECONDS = 0.25
-STOP_GRACE_SECONDS = 10.0
-LOG_TAIL_LINES = 20
 
 
 class Service:
@@ -69,23 +66,10 @@ class Service:
         """Terminate the service (SIGTERM), kill it after a grace period; safe to call twice."""
         atexit.unregister(self.stop)
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        end_process(process)
         if self._log is not None:
             self._log.close()
             self._log = None
 
     def log_tail(self) -> str:
-        if self._log is not None:
-            self._log.flush()
-        try:
-            with self.log_path.open("r", encoding="utf-8", errors="replace") as handle:
-                lines = deque(handle, maxlen=LOG_TAIL_LINES)
-        except OSError as error:
-            return f"(log {self.log_path.name} unreadable: {error})"
-        return f"last lines of {self.log_path.name}:\n" + "".join(lines)
+        return log_tail(self.log_path, self._log)

@@ -151,6 +151,30 @@ def _port_in_use(host: str, port: int) -> bool:
         return False
 
 
+def end_process(process: subprocess.Popen[bytes] | None) -> None:
+    """Terminate a child process (SIGTERM) and kill it after STOP_GRACE_SECONDS; None or one that
+    has exited already is left as it is."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def log_tail(path: Path, log_file: IO[bytes] | None = None) -> str:
+    """The last LOG_TAIL_LINES lines of a child's log at `path` (`log_file` is flushed first)."""
+    if log_file is not None:
+        log_file.flush()
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as handle:
+            lines = deque(handle, maxlen=LOG_TAIL_LINES)
+    except OSError as error:
+        return f"(log {path} unreadable: {error})"
+    return f"last lines of {path}:\n" + "".join(lines)
+
+
 @dataclass
 class LocalServer:
     """`python -m llama_cpp.server` serving the Qwen GGUF, as a child process.
@@ -303,13 +327,7 @@ class LocalServer:
         """Terminate the server (SIGTERM), kill it after 10 s; safe to call more than once."""
         atexit.unregister(self.stop)
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        end_process(process)
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
@@ -317,14 +335,7 @@ class LocalServer:
     def _log_tail(self) -> str:
         if self._log_path is None:
             return "(no log: pass log_path to start() to keep the server's output)"
-        if self._log_file is not None:
-            self._log_file.flush()
-        try:
-            with self._log_path.open("r", encoding="utf-8", errors="replace") as handle:
-                lines = deque(handle, maxlen=LOG_TAIL_LINES)
-        except OSError as error:
-            return f"(log {self._log_path} unreadable: {error})"
-        return f"last lines of {self._log_path}:\n" + "".join(lines)
+        return log_tail(self._log_path, self._log_file)
 
     def __enter__(self) -> Self:
         self.start()
