@@ -285,6 +285,7 @@ def test_a_rerun_makes_no_call_and_gives_the_same_answers(config, cache):
     service = Service()
     again = generate(config, cache, service)
     assert service.requests == [] and again.summary["calls"] == 0 and again.summary["cache_hits"] == 3
+    assert (first.summary["n_latency_from_cache"], again.summary["n_latency_from_cache"]) == (0, 3)
     columns = ["id", "generated_answer", "retrieved_ids", "latency_ms", "prompt_tokens"]
     pd.testing.assert_frame_equal(first.table.to_pandas()[columns], again.table.to_pandas()[columns])
 
