@@ -51,7 +51,6 @@ from benchlib import (BENCH_OUTPUTS, DEFAULT_PROFILE, ROOT, TreeRSSSampler, peak
 
 SHARED = ROOT.parent / "shared" / "data" / "rag-dataset-12000" / "train-first100.parquet"
 WINDOW_WORDS = 30
-STRIDE_WORDS = 15
 CHANGED_SHARE = 0.1
 WARMUP_PAIRS = 16
 METHODS = ("floor", "onnx_floor", "openvino_floor", "peer", "cold", "warm", "onnx_cold", "onnx_warm", "ray")
@@ -89,22 +88,23 @@ LABELS = {
 
 # ---------------------------------------------------------------- the pairs
 
-def passages() -> list[str]:
-    """Distinct 30-word windows of the shared dataset's contexts (when present) and the sample's."""
+def passages(words: int = WINDOW_WORDS) -> list[str]:
+    """Distinct `words`-word windows, half overlapping, of the shared dataset's contexts (when
+    present) and the sample's."""
     contexts = [json.loads(line)["context"] for line in (ROOT / "data/sample/examples.jsonl").open()]
     if SHARED.exists():
         contexts = pd.read_parquet(SHARED)["context"].tolist() + contexts
+    stride = max(1, words // 2)
     windows = []
     for context in contexts:
-        words = context.split()
-        windows += [" ".join(words[i:i + WINDOW_WORDS])
-                    for i in range(0, len(words) - WINDOW_WORDS + 1, STRIDE_WORDS)]
+        tokens = context.split()
+        windows += [" ".join(tokens[i:i + words]) for i in range(0, len(tokens) - words + 1, stride)]
     return list(dict.fromkeys(windows))
 
 
-def build_pairs(n_pairs: int) -> tuple[list[str], list[str]]:
+def build_pairs(n_pairs: int, words: int = WINDOW_WORDS) -> tuple[list[str], list[str]]:
     """(answers, references): seeded distinct references, each answer its perturbed reference."""
-    references = passages()
+    references = passages(words)
     np.random.default_rng(0).shuffle(references)
     if n_pairs > len(references):
         print(f"only {len(references)} distinct references available; using {len(references)}",
@@ -427,7 +427,7 @@ def worker_ray(args, answers, references) -> dict[str, Any]:
 def run_worker(args) -> None:
     import torch
 
-    answers, references = build_pairs(args.pairs)
+    answers, references = build_pairs(args.pairs, args.words)
     workers = {"floor": worker_floor, "onnx_floor": worker_onnx_floor,
                "openvino_floor": worker_openvino_floor, "peer": worker_peer, "ray": worker_ray,
                **{tag: partial(worker_evalbook, tag=tag) for tag in EVALBOOK_BACKENDS}}
@@ -537,6 +537,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--words", type=int, default=WINDOW_WORDS,
+                        help="words per passage (default %(default)s); longer passages weigh the encoder more")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of "
                         + ", ".join(METHODS))
     parser.add_argument("--output", type=Path, default=BENCH_OUTPUTS / "latest.json")
@@ -552,7 +554,7 @@ def main() -> None:
     unknown = set(methods) - set(METHODS)
     if unknown:
         parser.error(f"unknown method(s) {sorted(unknown)}; choose from {', '.join(METHODS)}")
-    answers, references = build_pairs(args.pairs)
+    answers, references = build_pairs(args.pairs, args.words)
     pairs = len(references)
     record = provenance()
     results: dict[str, dict[str, Any]] = {}
@@ -564,7 +566,8 @@ def main() -> None:
             print(f"running {method} ...", file=sys.stderr, flush=True)
             results[method] = run_child(
                 Path(__file__), ["--worker", method, "--pairs", str(args.pairs),
-                                 "--batch-size", str(args.batch_size), "--work-dir", work],
+                                 "--batch-size", str(args.batch_size), "--words", str(args.words),
+                                 "--work-dir", work],
                 Path(work) / f"{method}.json")
         agreed = agreement(Path(work))
 
@@ -572,7 +575,7 @@ def main() -> None:
     summary = summarize(pairs, seconds)
     threads = sorted({r["torch_threads"] for r in results.values() if "torch_threads" in r})
     distinct = len({t.strip() for t in (*answers, *references)})
-    print(f"{pairs} pairs (references and perturbed answers), {distinct} distinct texts, "
+    print(f"{pairs} pairs (references and perturbed answers, {args.words}-word passages), {distinct} distinct texts, "
           f"batch {args.batch_size}, torch threads {threads}, load average at start "
           f"{record['machine']['load_average_at_start']}")
     print(format_table(pairs, results))
@@ -589,7 +592,7 @@ def main() -> None:
         "status": {m: results[m]["status"] + (f": {results[m]['reason']}" if results[m].get("reason") else "")
                    for m in METHODS},
         "ratios": summary["ratios"], "targets": summary["targets"], "agreement": agreed,
-        "distinct_texts": distinct,
+        "distinct_texts": distinct, "passage_words": args.words,
         "batch_size": args.batch_size, "changed_answer_share_warm": CHANGED_SHARE,
         "embedding_cache": results["cold"].get("embedding_cache"),
         "embedding_cache_counts": {m: results[m].get("embedding_cache_counts") for m in EVALBOOK_BACKENDS},

@@ -195,6 +195,13 @@ def test_pairs_are_references_and_their_seeded_perturbations():
     assert [i for i, (a, b) in enumerate(zip(answers, changed)) if a != b] == positions
 
 
+def test_longer_passages_are_windows_of_the_asked_length():
+    _, references = bench_scoring.build_pairs(20, words=200)
+    assert len(set(references)) == 20
+    assert {len(reference.split()) for reference in references} == {200}
+    assert {len(r.split()) for r in bench_scoring.build_pairs(20)[1]} == {bench_scoring.WINDOW_WORDS}
+
+
 def test_perturb_and_synthetic_texts_are_seeded():
     text = "one two three four five six seven eight nine ten"
     assert perturb(text, (0, 1)) == perturb(text, (0, 1)) != text
