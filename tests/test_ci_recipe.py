@@ -104,7 +104,7 @@ def test_the_workflow_runs_the_steps_the_script_runs_in_the_same_order():
     assert {"actions/checkout@v4", "actions/setup-python@v5", "actions/cache@v4",
             "actions/upload-artifact@v4"} <= set(used)
     cached = [step["with"]["path"] for step in steps if step.get("uses") == "actions/cache@v4"]
-    assert cached == [".venv", "outputs/embedding-cache"]
+    assert cached == [".venv", "outputs/embedding-cache", "outputs/onnx-graphs"]
     assert workflow[True] == {"pull_request": None, "push": {"branches": ["main"]}}  # YAML reads `on` as True
 
 
@@ -114,3 +114,21 @@ def test_no_secret_is_passed_as_a_parameter_in_the_workflow():
         if "secrets." in line:
             assert re.match(r"\s*#?\s*[A-Z_]+: \$\{\{ secrets\.[A-Z_]+ \}\}", line), line  # an env variable only
     assert "-p judge.api_key" not in text.replace("-p judge.api_key_env", "")
+
+
+def test_collect_leaves_out_the_caches_and_the_exported_graphs(tmp_path):
+    outputs, artifacts = tmp_path / "outputs", tmp_path / "artifacts"
+    kept = ["index.html", "eval-runs/dataset=sample/2026-12-01/run/report.json"]
+    cached = ["embedding-cache/ab/entry.npz", "onnx-graphs/key.onnx", "onnx-graphs/key.json",
+              "interactive/run/01_load.ipynb", "judge-cache.sqlite", "judge-cache.sqlite-wal"]
+    for name in kept + cached:
+        (outputs / name).parent.mkdir(parents=True, exist_ok=True)
+        (outputs / name).write_text(name)
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("EVALBOOK_")}
+    environment.update(EVALBOOK_OUTPUTS=str(outputs), EVALBOOK_ARTIFACTS=str(artifacts),
+                       RUNNER_TEMP=str(tmp_path / "runner-temp"))
+    done = subprocess.run(["bash", str(ROOT / "examples" / "ci" / "evalbook-ci.sh"), "collect"],
+                          env=environment, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert sorted(str(p.relative_to(artifacts)) for p in artifacts.rglob("*") if p.is_file()) == sorted(kept)
+    assert "collected 2 files" in done.stdout

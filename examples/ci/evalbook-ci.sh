@@ -87,8 +87,10 @@ compare() {
 collect() {
     local artifacts=${EVALBOOK_ARTIFACTS:?set EVALBOOK_ARTIFACTS to the folder the workflow uploads}
     mkdir -p "$artifacts"
-    # every run, comparison and the index, with their HTML; no cache (the workflow caches those)
-    tar -C "$outputs" --exclude=./embedding-cache --exclude=./interactive --exclude='*.sqlite*' -cf - . \
+    # every run, comparison and the index, with their HTML; no cache and no exported graph (the
+    # workflow caches those)
+    tar -C "$outputs" --exclude=./embedding-cache --exclude=./onnx-graphs --exclude=./interactive \
+        --exclude='*.sqlite*' -cf - . \
         | tar -C "$artifacts" -xf -
     echo "collected $(find "$artifacts" -type f | wc -l) files into $artifacts"
 }
