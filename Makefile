@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed
 PARAMS ?= params/default.yaml
 BENCH_PAIRS ?= 2000
 BENCH_MEMORY_PAIRS ?= 20000
+BENCH_BACKEND ?=
 BENCH_JUDGE_EXAMPLES ?= 500
 BENCH_GENERATE_EXAMPLES ?= 320
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
@@ -88,9 +89,11 @@ judge-server: setup
 bench: setup
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_scoring.py --pairs $(BENCH_PAIRS)
 
-# Peak RSS of score_answers on synthetic pairs (target under 3 GB) -> outputs/bench/memory.json
+# Peak RSS of score_answers on synthetic pairs (target under 3 GB) -> outputs/bench/memory.json;
+# BENCH_BACKEND=onnxruntime: on that backend -> outputs/bench/memory-onnxruntime.json
 bench-memory: setup
-	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_memory.py --pairs $(BENCH_MEMORY_PAIRS)
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_memory.py --pairs $(BENCH_MEMORY_PAIRS) \
+	  $(if $(BENCH_BACKEND),--backend $(BENCH_BACKEND) --output outputs/bench/memory-$(BENCH_BACKEND).json)
 
 # Judge throughput at concurrency 1, 8 and 32 against a local stand-in answering after 200 ms,
 # then a warm rerun that must make no call -> outputs/bench/judge.json

@@ -11,7 +11,7 @@ bytes, as in outputs/bench/latest.json.
 
     make bench-memory                                     # 20,000 pairs -> outputs/bench/memory.json
     .venv/bin/python benchmarks/bench_memory.py --pairs 2000
-    .venv/bin/python benchmarks/bench_memory.py --backend onnxruntime --output outputs/bench/memory-onnx.json
+    make bench-memory BENCH_BACKEND=onnxruntime           # -> outputs/bench/memory-onnxruntime.json
 """
 
 from __future__ import annotations
