@@ -27,13 +27,21 @@ def test_the_banner_of_a_judge_that_ran_says_what_was_judged():
 
 def test_the_banner_escapes_the_reason_and_the_note():
     shown = hostile.SCRIPT + hostile.MARKDOWN_LINK + hostile.VISIBLE_CONTROLS
-    not_run = {"status": "not_run", "reason": HOSTILE, "note": HOSTILE}
+    not_run = {"status": "not_run", "reason": HOSTILE, "note": None}
     for summary in (not_run, ran_summary(HOSTILE)):
         page = banner(summary)
         assert hostile.payload_elements(page) == [] and hostile.CONTROLS[0] not in page
-        assert f"Note: {shown}" in hostile.read_markup(page)[1]
+    assert f"Note: {shown}" in hostile.read_markup(banner(ran_summary(HOSTILE)))[1]
     _, text = hostile.read_markup(banner(not_run))
     assert f"The judge did not run. {shown}. No judge score is reported for this run." in text
+
+
+def test_the_profile_s_note_on_the_judge_is_not_shown_when_the_judge_did_not_run():
+    # the note qualifies the judge's results (say, that its model is a smoke test); with none,
+    # it would only distract from why the judge did not run
+    elements, text = hostile.read_markup(banner({"status": "not_run", "reason": "judge.enabled is false",
+                                                 "note": "the local model is a smoke test"}))
+    assert "smoke test" not in text and [tag for tag, _ in elements].count("p") == 1
 
 
 def test_the_banner_of_a_judge_with_set_thresholds_and_a_source_column_says_only_what_was_judged():

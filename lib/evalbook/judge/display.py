@@ -23,7 +23,8 @@ def plain_reason(reason: str | None) -> str:
 
 
 def banner(summary: dict[str, Any]) -> str:
-    """HTML to put above any judge number: not run, placeholder thresholds, smoke-test notes.
+    """HTML to put above any judge number: not run, placeholder thresholds, the profile's note
+    on the judge (when it ran).
 
     The reason, label and note are escaped by evalbook.escaping; show the banner as HTML."""
     paragraphs = []
@@ -45,8 +46,9 @@ def banner(summary: dict[str, Any]) -> str:
             from evalbook.judge.estimate import describe
 
             paragraphs.append(f"Before the first call: {escape_html(describe(summary['estimate']))}.")
-    if summary.get("note"):
-        paragraphs.append(f"<strong>Note:</strong> {escape_html(summary['note'])}")
+        # the profile's note qualifies the judge's results, so it is shown only when there are some
+        if summary.get("note"):
+            paragraphs.append(f"<strong>Note:</strong> {escape_html(summary['note'])}")
     return "<blockquote>" + "".join(f"<p>{paragraph}</p>" for paragraph in paragraphs) + "</blockquote>"
 
 
