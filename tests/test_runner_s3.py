@@ -20,6 +20,7 @@ import boto3
 import pytest
 
 from evalbook.report.document import validate_report
+from evalbook.publish.index import collect_runs
 from evalbook.publish.storage import read_bytes
 from paths import DEFAULT_PROFILE, ROOT
 from s3server import AWS_VARIABLES_REPLACED as AWS_TEST_VARIABLES_REPLACED
@@ -317,6 +318,12 @@ def test_a_refused_upload_fails_the_command_and_keeps_the_run_locally(
     summary = json.loads((run_dir / "run.json").read_text())
     assert summary["status"] == "succeeded" and summary["report"] == str(report)
     assert not (run_dir / "RUNNING").exists() and not (run_dir / "FAILED").exists()
+    # the run says it is not on S3, and so does the local index beside its status
+    not_uploaded = (run_dir / "NOT_UPLOADED").read_text()
+    assert not_uploaded.startswith(f"not uploaded to s3://{bucket}/{PREFIX}: ") and "access denied" in not_uploaded
+    (row,) = [row for row in collect_runs(local_root) if row["run_dir"] == run_dir]
+    assert row["status"] == "succeeded" and row["reason"] == not_uploaded.strip()
+    assert f"not uploaded to s3://{bucket}/{PREFIX}" in (local_root / "index.html").read_text()
     validate_report(json.loads(report.read_text()))
     # the first refused PUT stopped the publish
     puts = [request for request in run.requests if request.method == "PUT"]

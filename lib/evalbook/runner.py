@@ -16,7 +16,8 @@ its kernel exits on its own (ipykernel polls for its parent).
 
 A run always executes in the local outputs root. After it, `<local root>/index.html` is rebuilt,
 and when `outputs_root` is `s3://bucket/prefix` the run folder and then the report are published
-there (evalbook.publish.storage); a refused upload keeps the local copy and fails the command.
+there (evalbook.publish.storage); a refused upload keeps the local copy, leaves `NOT_UPLOADED`
+(the remote root and the error) in the run folder, and fails the command.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from evalbook.files import write_new
-from evalbook.publish.index import RUNNING_MARKER, running_marker
+from evalbook.publish.index import NOT_UPLOADED_MARKER, RUNNING_MARKER, running_marker
 from evalbook.kernel import ipc_kernel
 from evalbook.layout import (RunNotFound, calibration_folder, calibration_url, comparisons_folder,
                              comparisons_url, existing_run, find_report, latest_reports,
@@ -576,6 +577,10 @@ def publish(result: RunResult, local_root: Path, remote_root: str, log: TextIO) 
     try:
         result.published = publish_run(result.run_dir, report, local_root, remote_root)
     except StorageError as error:
+        # run.json says how the run ended; NOT_UPLOADED says that it is not on the remote root,
+        # for the local index and whoever opens the folder
+        write_new(result.run_dir / NOT_UPLOADED_MARKER, f"not uploaded to {remote_root}: {error}\n".encode("utf-8"))
+        rebuild_index(local_root, log)
         raise PublishFailed(f"{error}\nthe run is complete locally and kept at {result.run_dir}"
                             + (f" (report {report})" if report else "")) from error
     if report is not None:

@@ -31,6 +31,8 @@ RUNNING_OR_CRASHED = "running or crashed"
 RUNNING = "running"
 CRASHED = "crashed"
 RUNNING_MARKER = "RUNNING"
+# Written by the runner when a finished run's upload to a remote outputs root was refused
+NOT_UPLOADED_MARKER = "NOT_UPLOADED"
 # within this many seconds, a live process's start time is the one its marker recorded
 START_TIME_TOLERANCE_SECONDS = 0.05
 UNREADABLE = "unreadable"
@@ -189,6 +191,8 @@ def _run_row(run_dir: Path) -> dict[str, Any]:
             row["reason"] = _failure_reason(run_dir, summary)
         elif row["status"] == "succeeded" and not report_file.is_file():
             row["reason"] = f"the report {report_file.name} is missing"
+        elif row["status"] == "succeeded" and (run_dir / NOT_UPLOADED_MARKER).is_file():
+            row["reason"] = (run_dir / NOT_UPLOADED_MARKER).read_text("utf-8", errors="replace").strip()
     elif problem is not None:
         row.update(status=UNREADABLE, reason=problem)
     else:
