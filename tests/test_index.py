@@ -259,8 +259,14 @@ def test_comparisons_get_their_own_table_with_deltas_and_links(outputs):
     assert "-0.093" in page and 'class="num worse"' in page, "a CI wholly below 0 is marked worse"
     assert "bbbb-&lt;run&gt;" in page, "values are escaped"
     assert f"{COMPARISONS_DIR}/{name}/05_compare.html" in page
-    assert "unreadable" in page
+    assert "unreadable" in page and "not uploaded" not in page
     assert external_references(page) == []
+    # a comparison whose upload was refused says so, escaped
+    (day / name / "NOT_UPLOADED").write_text('not uploaded to s3://b/"<x>: access denied\n', "utf-8")
+    (row,) = [row for row in collect_comparisons(outputs) if row["path"].name == f"{name}.json"]
+    assert row["not_uploaded"] == 'not uploaded to s3://b/"<x>: access denied'
+    page = build_index(outputs).read_text("utf-8")
+    assert 'title="not uploaded to s3://b/&quot;&lt;x&gt;: access denied">not uploaded</div>' in page
     # the comparisons are not runs
     assert name not in [row["run_id"] for row in collect_runs(outputs)]
 

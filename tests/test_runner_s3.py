@@ -20,7 +20,7 @@ import boto3
 import pytest
 
 from evalbook.report.document import validate_report
-from evalbook.publish.index import collect_runs
+from evalbook.publish.index import collect_calibrations, collect_runs
 from evalbook.publish.storage import read_bytes
 from paths import DEFAULT_PROFILE, ROOT
 from s3server import AWS_VARIABLES_REPLACED as AWS_TEST_VARIABLES_REPLACED
@@ -264,14 +264,20 @@ def iam_user(server, bucket, aws_environment):
 
 
 def run_as(server, admin, bucket, environment, local_root, *overrides) -> CliRun:
+    command = ["run", "--params", str(DEFAULT_PROFILE), "-p", "limit=3",
+               "-p", f"outputs_root=s3://{bucket}/{PREFIX}", "-p", f"local_outputs_root={local_root}",
+               "-p", "judge.base_url=http://127.0.0.1:1/v1"]
+    for override in overrides:
+        command += ["-p", override]
+    return cli_as(server, admin, bucket, environment, local_root, command)
+
+
+def cli_as(server, admin, bucket, environment, local_root: Path, command: list[str]) -> CliRun:
+    """`cli` with the server enforcing IAM policies while the command runs (not while the
+    admin lists the keys after it)."""
     server.enforce_iam(True)
     try:
         mark = len(server.requests())
-        command = ["run", "--params", str(DEFAULT_PROFILE), "-p", "limit=3",
-                   "-p", f"outputs_root=s3://{bucket}/{PREFIX}", "-p", f"local_outputs_root={local_root}",
-                   "-p", "judge.base_url=http://127.0.0.1:1/v1"]
-        for override in overrides:
-            command += ["-p", override]
         completed = subprocess.run([sys.executable, "-m", "evalbook", *command], capture_output=True,
                                    text=True, cwd=ROOT, env=environment, check=False, timeout=900)
     finally:
@@ -434,3 +440,29 @@ def test_a_run_on_s3_is_calibrated_from_s3_and_the_calibration_published_into_it
         f"{remote_folder}/{path.relative_to(output_dir).as_posix()}" for path in files_under(output_dir))
     puts = [request for request in calibrated.requests if request.method == "PUT"]
     assert puts[-1] == Request("PUT", "/" + url.removeprefix("s3://"), 200)
+
+
+def test_a_refused_calibration_upload_fails_the_command_and_keeps_it_locally_marked_not_uploaded(
+        published, server, admin, bucket, iam_user, relocated_default_values, write_profile):
+    assert published.completed.returncode == 0, failure(published)
+    remote_root = f"s3://{bucket}/{PREFIX}"
+    relocated_default_values.update(outputs_root=remote_root, local_outputs_root=str(published.local_root))
+    params = write_profile(relocated_default_values, "s3-calibrate-refused.yaml")
+    report_url = published.last_line
+    # this user may read the run but not write beside it
+    environment = iam_user(("s3:GetObject", f"arn:aws:s3:::{bucket}/*"), ("s3:ListBucket", f"arn:aws:s3:::{bucket}"))
+    calibrated = cli_as(server, admin, bucket, environment, published.local_root,
+                        ["calibrate", "--params", str(params), "--run", report_url,
+                         "--labels", str(ROOT / "data" / "sample" / "labels.csv"), "--resamples", "200"])
+    assert calibrated.completed.returncode == 1, failure(calibrated)
+    stderr = calibrated.completed.stderr
+    kept = re.search(r"the calibration is kept locally at (\S+)", stderr)
+    assert "access denied" in stderr and kept, stderr[-3000:]
+    output_dir = Path(kept[1])
+    assert output_dir.is_relative_to(published.local_root) and (output_dir / "06_calibrate.ipynb").is_file()
+    not_uploaded = (output_dir / "NOT_UPLOADED").read_text()
+    assert not_uploaded.startswith(f"not uploaded to {report_url.removesuffix('.json')}/calibration: ")
+    (row,) = [row for row in collect_calibrations(published.local_root) if row["path"].with_suffix("") == output_dir]
+    assert row["not_uploaded"] == not_uploaded.strip()
+    assert "not uploaded" in (published.local_root / "index.html").read_text()
+    assert [key for key in calibrated.keys if output_dir.name in key] == []

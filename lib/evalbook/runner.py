@@ -577,10 +577,8 @@ def publish(result: RunResult, local_root: Path, remote_root: str, log: TextIO) 
     try:
         result.published = publish_run(result.run_dir, report, local_root, remote_root)
     except StorageError as error:
-        # run.json says how the run ended; NOT_UPLOADED says that it is not on the remote root,
-        # for the local index and whoever opens the folder
-        write_new(result.run_dir / NOT_UPLOADED_MARKER, f"not uploaded to {remote_root}: {error}\n".encode("utf-8"))
-        rebuild_index(local_root, log)
+        # run.json says how the run ended; NOT_UPLOADED says that it is not on the remote root
+        mark_not_uploaded(result.run_dir, remote_root, error, local_root, log)
         raise PublishFailed(f"{error}\nthe run is complete locally and kept at {result.run_dir}"
                             + (f" (report {report})" if report else "")) from error
     if report is not None:
@@ -725,18 +723,27 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     rebuild_index(local_root, log)
     if remote:
         result.location = _publish_beside(output_dir, comparison_path, parent,
-                                          comparisons_url(candidate_location), "comparison")
+                                          comparisons_url(candidate_location), "comparison", local_root, log)
     return result
 
 
-def _publish_beside(output_dir: Path, document: Path, parent: Path, remote_parent: str, what: str) -> str:
+def mark_not_uploaded(folder: Path, remote: str, error: Exception, local_root: Path, log: TextIO) -> None:
+    """Leave NOT_UPLOADED (where to and why) in a folder whose upload was refused, and rebuild
+    the local index, which shows it."""
+    write_new(folder / NOT_UPLOADED_MARKER, f"not uploaded to {remote}: {error}\n".encode("utf-8"))
+    rebuild_index(local_root, log)
+
+
+def _publish_beside(output_dir: Path, document: Path, parent: Path, remote_parent: str, what: str,
+                    local_root: Path, log: TextIO) -> str:
     """Upload a comparison's or calibration's folder, then its JSON, to `remote_parent`; the
-    JSON's URL. A refused upload keeps the local copy and says where it is."""
+    JSON's URL. A refused upload keeps the local copy, marks it NOT_UPLOADED and says where it is."""
     from evalbook.publish.storage import StorageError, publish_run
 
     try:
         publish_run(output_dir, document, parent, remote_parent)
     except StorageError as error:
+        mark_not_uploaded(output_dir, remote_parent, error, local_root, log)
         raise PublishFailed(f"{error}\nthe {what} is kept locally at {output_dir}") from error
     return f"{remote_parent}/{document.name}"
 
@@ -799,5 +806,5 @@ def run_calibration(params_path: str, run: str | None, labels: str,
     rebuild_index(local_root, log)
     if remote:
         result.location = _publish_beside(output_dir, calibration_path, parent, calibration_url(location),
-                                          "calibration")
+                                          "calibration", local_root, log)
     return result

@@ -125,6 +125,13 @@ def _started_without_summary(run_dir: Path) -> datetime:
     return datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc)
 
 
+def not_uploaded(folder: Path) -> str | None:
+    """What NOT_UPLOADED in a run's, comparison's or calibration's folder says (where it was
+    not uploaded to, and why), else None."""
+    marker = folder / NOT_UPLOADED_MARKER
+    return marker.read_text("utf-8", errors="replace").strip() if marker.is_file() else None
+
+
 def _failure_reason(run_dir: Path, summary: dict[str, Any]) -> str | None:
     failed = run_dir / "FAILED"
     if failed.is_file():
@@ -191,8 +198,8 @@ def _run_row(run_dir: Path) -> dict[str, Any]:
             row["reason"] = _failure_reason(run_dir, summary)
         elif row["status"] == "succeeded" and not report_file.is_file():
             row["reason"] = f"the report {report_file.name} is missing"
-        elif row["status"] == "succeeded" and (run_dir / NOT_UPLOADED_MARKER).is_file():
-            row["reason"] = (run_dir / NOT_UPLOADED_MARKER).read_text("utf-8", errors="replace").strip()
+        elif row["status"] == "succeeded":
+            row["reason"] = not_uploaded(run_dir)
     elif problem is not None:
         row.update(status=UNREADABLE, reason=problem)
     else:
@@ -369,8 +376,8 @@ def collect_comparisons(outputs_root: Path) -> list[dict[str, Any]]:
 
     Each row holds path, created_at (aware UTC, None when unreadable), baseline and candidate
     run ids, n_paired, the headline deltas {metric: (mean_delta, ci_low, ci_high) or None when
-    not compared}, the judge gate's outcome, reason (why the file is unreadable, else None)
-    and html (the comparison page, when it exists).
+    not compared}, the judge gate's outcome, reason (why the file is unreadable, else None),
+    html (the comparison page, when it exists) and not_uploaded (`not_uploaded`).
     """
     outputs_root = Path(outputs_root)
     rows = []
@@ -378,7 +385,7 @@ def collect_comparisons(outputs_root: Path) -> list[dict[str, Any]]:
         doc, error = _read_json(path, "comparison JSON")
         page = next((path.with_suffix("") / name for name in COMPARE_PAGES
                      if (path.with_suffix("") / name).is_file()), None)
-        row: dict[str, Any] = {"path": path, "html": page,
+        row: dict[str, Any] = {"path": path, "html": page, "not_uploaded": not_uploaded(path.with_suffix("")),
                                "reason": error, "created_at": None, "baseline": None,
                                "candidate": None, "n_paired": None, "deltas": {}, "judge": None}
         if doc is not None and doc.get("kind") == "compare":
@@ -409,6 +416,14 @@ def _delta_cell(delta: tuple[float, float, float] | None) -> str:
             f'{_number(high)}]</span></td>')
 
 
+def _links_cell(links: list[str], row: dict[str, Any]) -> str:
+    """A comparison's or calibration's links, and under them that it is not uploaded, when so."""
+    cell = " · ".join(links)
+    if row.get("not_uploaded"):
+        cell += f'<div class="reason" title="{escape_html(row["not_uploaded"])}">not uploaded</div>'
+    return cell
+
+
 def _comparison_row_html(row: dict[str, Any], page_dir: Path) -> str:
     created = row["created_at"].strftime("%Y-%m-%d %H:%M") if row["created_at"] else MISSING
     links = [f'<a href="{_href(page_dir, row["path"])}">JSON</a>']
@@ -416,11 +431,11 @@ def _comparison_row_html(row: dict[str, Any], page_dir: Path) -> str:
         links.insert(0, f'<a href="{_href(page_dir, row["html"])}">comparison</a>')
     if row["reason"]:
         return (f"<tr><td>{created}</td><td colspan=\"5\">unreadable: {escape_html(row['reason'])}</td>"
-                f"<td>{' · '.join(links)}</td></tr>")
+                f"<td>{_links_cell(links, row)}</td></tr>")
     return (f"<tr><td>{created}</td><td>{_text(row['baseline'])}</td><td>{_text(row['candidate'])}</td>"
             f'<td class="num">{_text(row["n_paired"])}</td>'
             + "".join(_delta_cell(row["deltas"].get(m)) for m in HEADLINE_DELTAS)
-            + f"<td>{' · '.join(links)}</td></tr>")
+            + f"<td>{_links_cell(links, row)}</td></tr>")
 
 
 def _comparisons_html(comparisons: list[dict[str, Any]], page_dir: Path) -> str:
@@ -457,8 +472,8 @@ def _spearman(doc: dict[str, Any], name: str) -> tuple[float, float | None, floa
 def collect_calibrations(outputs_root: Path) -> list[dict[str, Any]]:
     """One row per calibration JSON under `outputs_root` (06_calibrate's output), newest first.
 
-    Each row holds path, html (the calibration page, when it exists), reason (why the file is
-    unreadable, else None), created_at, run_id, labels (the labels file's name), kind,
+    Each row holds path, html (the calibration page, when it exists), not_uploaded
+    (`not_uploaded`), reason (why the file is unreadable, else None), created_at, run_id, labels (the labels file's name), kind,
     n_matched, alpha (the raters' Krippendorff's alpha) and rho {metric: (estimate, low, high)
     or None} for the headline similarity metrics.
     """
@@ -468,7 +483,8 @@ def collect_calibrations(outputs_root: Path) -> list[dict[str, Any]]:
         doc, error = _read_json(path, "calibration JSON")
         page = next((path.with_suffix("") / name for name in CALIBRATE_PAGES
                      if (path.with_suffix("") / name).is_file()), None)
-        row: dict[str, Any] = {"path": path, "html": page, "reason": error, "created_at": None, "run_id": None,
+        row: dict[str, Any] = {"path": path, "html": page, "not_uploaded": not_uploaded(path.with_suffix("")),
+                               "reason": error, "created_at": None, "run_id": None,
                                "labels": None, "kind": None, "n_matched": None, "alpha": None, "rho": {}}
         if doc is not None and doc.get("kind") == "calibration":
             labels_path = _field(doc, "labels", "path")
@@ -499,11 +515,11 @@ def _calibration_row_html(row: dict[str, Any], page_dir: Path) -> str:
         links.insert(0, f'<a href="{_href(page_dir, row["html"])}">calibration</a>')
     if row["reason"]:
         return (f"<tr><td>{created}</td><td colspan=\"{4 + len(CALIBRATION_COLUMNS)}\">unreadable: "
-                f"{escape_html(row['reason'])}</td><td>{' · '.join(links)}</td></tr>")
+                f"{escape_html(row['reason'])}</td><td>{_links_cell(links, row)}</td></tr>")
     return (f"<tr><td>{created}</td><td>{_text(row['run_id'])}</td><td>{_text(row['labels'])}</td>"
             f'<td class="num">{_text(row["n_matched"])}</td><td class="num">{_number(row["alpha"])}</td>'
             + "".join(_rho_cell(row["rho"].get(name)) for name in CALIBRATION_COLUMNS)
-            + f"<td>{' · '.join(links)}</td></tr>")
+            + f"<td>{_links_cell(links, row)}</td></tr>")
 
 
 def _calibrations_html(calibrations: list[dict[str, Any]], page_dir: Path) -> str:
