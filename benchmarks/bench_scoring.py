@@ -267,12 +267,18 @@ def worker_floor(args, answers, references) -> dict[str, Any]:
     (tokenizer, model), load = timed(lambda: (AutoTokenizer.from_pretrained(folder),
                                               AutoModel.from_pretrained(folder).eval()))
     max_length = min(int(tokenizer.model_max_length), int(model.config.max_position_embeddings))
+    texts, seconds = timed_floor(args, tokenizer, torch_last_hidden(model), max_length, answers, references)
+    return {"seconds": seconds, "load_seconds": load, "distinct_texts": len(texts)}
+
+
+def timed_floor(args, tokenizer, run, max_length: int, answers, references) -> tuple[list[str], float]:
+    """(the distinct texts, the seconds of one timed pass of `run` over them), after a warm-up
+    pass over the warm-up pairs; the timing every floor shares."""
     texts = floor_texts(answers, references)
-    run = torch_last_hidden(model)
     forward_pass(tokenizer, run, [t for pair in zip(*warmup_pairs("floor")) for t in pair],
                  args.batch_size, max_length)
     _, seconds = timed(lambda: forward_pass(tokenizer, run, texts, args.batch_size, max_length))
-    return {"seconds": seconds, "load_seconds": load, "distinct_texts": len(texts)}
+    return texts, seconds
 
 
 def exported_graph(args):
@@ -303,10 +309,7 @@ def accelerated_floor(args, answers, references, compile_graph) -> dict[str, Any
 
     (tokenizer, graph, run), load_seconds = timed(load)
     max_length = min(int(tokenizer.model_max_length), int(AutoConfig.from_pretrained(folder).max_position_embeddings))
-    texts = floor_texts(answers, references)
-    forward_pass(tokenizer, run, [t for pair in zip(*warmup_pairs("floor")) for t in pair],
-                 args.batch_size, max_length)
-    _, seconds = timed(lambda: forward_pass(tokenizer, run, texts, args.batch_size, max_length))
+    texts, seconds = timed_floor(args, tokenizer, run, max_length, answers, references)
     return {"seconds": seconds, "load_seconds": load_seconds, "distinct_texts": len(texts),
             "graph_exported_here": graph.exported, "threads": cpu_threads(),
             "hidden_vs_torch_max_abs": agreement_with_torch(tokenizer, run, texts, args.batch_size, max_length)}
