@@ -109,12 +109,20 @@ def list_keys(admin, bucket: str, prefix: str = "") -> list[str]:
     return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
 
 
-def cli(server, admin, bucket, environment, local_root: Path, command: list[str]) -> CliRun:
-    """Run `python -m evalbook <command>` from the project root, noting what the server saw."""
+def cli(server, admin, bucket, environment, local_root: Path, command: list[str], iam: bool = False) -> CliRun:
+    """Run `python -m evalbook <command>` from the project root, noting what the server saw;
+    with `iam`, the server enforces IAM policies while the command runs (not while the admin
+    lists the keys after it)."""
+    if iam:
+        server.enforce_iam(True)
     mark = len(server.requests())
     before = utc_day()
-    completed = subprocess.run([sys.executable, "-m", "evalbook", *command], capture_output=True,
-                               text=True, cwd=ROOT, env=environment, check=False, timeout=900)
+    try:
+        completed = subprocess.run([sys.executable, "-m", "evalbook", *command], capture_output=True,
+                                   text=True, cwd=ROOT, env=environment, check=False, timeout=900)
+    finally:
+        if iam:
+            server.enforce_iam(False)
     days = {before, utc_day()}
     requests = server.requests_since(mark)
     existing = [entry["Name"] for entry in admin.list_buckets()["Buckets"]]
@@ -123,12 +131,12 @@ def cli(server, admin, bucket, environment, local_root: Path, command: list[str]
 
 
 def run_to_s3(server, admin, bucket, environment, local_root: Path, remote_root: str,
-              *overrides: str) -> CliRun:
+              *overrides: str, iam: bool = False) -> CliRun:
     command = ["run", "--params", str(DEFAULT_PROFILE), "-p", "limit=3", "-p", f"outputs_root={remote_root}",
                "-p", f"local_outputs_root={local_root}", "-p", "judge.base_url=http://127.0.0.1:1/v1"]
     for override in overrides:
         command += ["-p", override]
-    return cli(server, admin, bucket, environment, local_root, command)
+    return cli(server, admin, bucket, environment, local_root, command, iam)
 
 
 def local_report(run: CliRun) -> Path:
@@ -264,25 +272,9 @@ def iam_user(server, bucket, aws_environment):
 
 
 def run_as(server, admin, bucket, environment, local_root, *overrides) -> CliRun:
-    command = ["run", "--params", str(DEFAULT_PROFILE), "-p", "limit=3",
-               "-p", f"outputs_root=s3://{bucket}/{PREFIX}", "-p", f"local_outputs_root={local_root}",
-               "-p", "judge.base_url=http://127.0.0.1:1/v1"]
-    for override in overrides:
-        command += ["-p", override]
-    return cli_as(server, admin, bucket, environment, local_root, command)
-
-
-def cli_as(server, admin, bucket, environment, local_root: Path, command: list[str]) -> CliRun:
-    """`cli` with the server enforcing IAM policies while the command runs (not while the
-    admin lists the keys after it)."""
-    server.enforce_iam(True)
-    try:
-        mark = len(server.requests())
-        completed = subprocess.run([sys.executable, "-m", "evalbook", *command], capture_output=True,
-                                   text=True, cwd=ROOT, env=environment, check=False, timeout=900)
-    finally:
-        server.enforce_iam(False)
-    return CliRun(completed, local_root, server.requests_since(mark), list_keys(admin, bucket), {utc_day()})
+    """A run to the test prefix with the server enforcing the IAM user's policy."""
+    return run_to_s3(server, admin, bucket, environment, local_root, f"s3://{bucket}/{PREFIX}", *overrides,
+                     iam=True)
 
 
 def test_a_writer_allowed_only_put_object_refuses_a_given_run_id_it_cannot_check(
@@ -451,9 +443,9 @@ def test_a_refused_calibration_upload_fails_the_command_and_keeps_it_locally_mar
     report_url = published.last_line
     # this user may read the run but not write beside it
     environment = iam_user(("s3:GetObject", f"arn:aws:s3:::{bucket}/*"), ("s3:ListBucket", f"arn:aws:s3:::{bucket}"))
-    calibrated = cli_as(server, admin, bucket, environment, published.local_root,
-                        ["calibrate", "--params", str(params), "--run", report_url,
-                         "--labels", str(ROOT / "data" / "sample" / "labels.csv"), "--resamples", "200"])
+    calibrated = cli(server, admin, bucket, environment, published.local_root,
+                     ["calibrate", "--params", str(params), "--run", report_url,
+                      "--labels", str(ROOT / "data" / "sample" / "labels.csv"), "--resamples", "200"], iam=True)
     assert calibrated.completed.returncode == 1, failure(calibrated)
     stderr = calibrated.completed.stderr
     kept = re.search(r"the calibration is kept locally at (\S+)", stderr)

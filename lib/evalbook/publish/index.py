@@ -473,9 +473,9 @@ def collect_calibrations(outputs_root: Path) -> list[dict[str, Any]]:
     """One row per calibration JSON under `outputs_root` (06_calibrate's output), newest first.
 
     Each row holds path, html (the calibration page, when it exists), not_uploaded
-    (`not_uploaded`), reason (why the file is unreadable, else None), created_at, run_id, labels (the labels file's name), kind,
-    n_matched, alpha (the raters' Krippendorff's alpha) and rho {metric: (estimate, low, high)
-    or None} for the headline similarity metrics.
+    (`not_uploaded`), reason (why the file is unreadable, else None), created_at, run_id, labels
+    (the labels file's name), kind, n_matched, alpha (the raters' Krippendorff's alpha) and rho
+    {metric: (estimate, low, high) or None} for the headline similarity metrics.
     """
     outputs_root = Path(outputs_root)
     rows = []
