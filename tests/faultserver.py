@@ -26,7 +26,11 @@ in which case the first N calls get the fault and later ones are healthy:
   `set_mode` brings it back on the same port;
 - "not_json": HTTP 200, `Content-Type: application/json`, a body that is not JSON;
 - "no_choices": HTTP 200 with a JSON body that has no `choices`;
-- "text_not_json": a well-formed completion whose message text is not JSON.
+- "text_not_json": a well-formed completion whose message text is not JSON;
+- "echo_key_error": HTTP 500 whose error message echoes the request's Authorization header
+  ("bad key Bearer sk-..."), as a misconfigured proxy may;
+- "echo_key_content": a valid reply with the Authorization header in every string field
+  (statements, justifications, questions, rationales), and in the system fingerprint.
 
 `reply` is a callable from the request's JSON body (a dict: `messages`, `response_format`, ...)
 to the message text. The default, `valid_reply`, writes a reply that parses against the schema
@@ -37,7 +41,7 @@ for example hostile text:
     FaultServer(reply=lambda body: valid_reply(body, text="<script>alert(1)</script>\\x00"))
 
 `chat_calls` counts the chat calls received; `bodies` holds their JSON bodies, in order;
-`models_calls` counts `GET /models`.
+`authorizations` their Authorization headers; `models_calls` counts `GET /models`.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 MODES = ("healthy", "rate_limited", "server_error", "unavailable_then_ok", "hang", "die_after",
-         "not_json", "no_choices", "text_not_json")
+         "not_json", "no_choices", "text_not_json", "echo_key_error", "echo_key_content")
 SCHEMA_IN_PROMPT = re.compile(r"The JSON must match this JSON Schema:\n(\{.*\})\s*$", re.DOTALL)
 NOT_JSON_BODY = b"<html><body>502 Bad Gateway</body></html>"
 NOT_JSON_TEXT = "The answer looks well grounded to me."
@@ -89,12 +93,12 @@ def valid_reply(body: dict[str, Any], text: str = "Stated in the ground truth.")
     raise ValueError(f"a schema of no known metric: {sorted(properties)}")
 
 
-def completion(text: str | None) -> dict[str, Any]:
+def completion(text: str | None, fingerprint: str = "fp_fault") -> dict[str, Any]:
     return {"id": "chatcmpl-fault", "object": "chat.completion", "created": 0, "model": "fault-judge",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                          "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-            "system_fingerprint": "fp_fault"}
+            "system_fingerprint": fingerprint}
 
 
 class FaultServer:
@@ -108,6 +112,7 @@ class FaultServer:
         self.reply = reply
         self.retry_after, self.hang_seconds, self.die_after = retry_after, hang_seconds, die_after
         self.bodies: list[dict[str, Any]] = []
+        self.authorizations: set[str | None] = set()  # the Authorization headers of the chat calls
         self.models_calls = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -198,6 +203,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
         server = self.fault_server
+        with server._lock:
+            server.authorizations.add(self.headers.get("Authorization"))
         outcome = server._next_chat(body)
         if outcome == "drop":
             self.close_connection = True
@@ -215,6 +222,11 @@ class _Handler(BaseHTTPRequestHandler):
                                   "model": "fault-judge"})
         elif outcome == "text_not_json":
             self._send_json(200, completion(NOT_JSON_TEXT))
+        elif outcome == "echo_key_error":
+            self._send_json(500, {"error": {"message": f"bad key {self.headers.get('Authorization')}"}})
+        elif outcome == "echo_key_content":
+            echoed = f"the key is {self.headers.get('Authorization')}"
+            self._send_json(200, completion(valid_reply(body, text=echoed), fingerprint=echoed))
         else:
             if outcome == "hang" and server._stopping.wait(server.hang_seconds):
                 return

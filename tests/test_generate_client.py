@@ -20,6 +20,7 @@ from evalbook.generate.settings import GenerateConfigError, Item, endpoint_from
 from evalbook.generate.stage import GenerateFailed, check_something_generated, generate_answers
 from evalbook.judge.cache import JudgeCache
 from evalbook.params import load_profile
+from evalbook.redaction import Redactor
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = pd.DataFrame({"id": ["e1", "e2", "e3"],
@@ -311,14 +312,15 @@ def test_the_prompt_template_and_the_model_are_in_the_openai_kind_s_key(openai_c
     assert len(service.requests) == 3
 
 
-def test_a_corrected_mapping_rereads_the_stored_responses_without_a_call(config, cache):
-    config["http"]["response"]["answer"] = "reply"
-    wrong = generate(config, cache, Service())
-    assert set(wrong.table.column("failure").to_pylist()) == {"response mapping"}
-    config["http"]["response"]["answer"] = "answer"
+def test_a_response_the_mapping_cannot_read_is_not_cached_so_the_fixed_service_is_asked_again(config, cache):
+    """docs/usage.md: a failed row's response is never cached. A service that answered with the
+    wrong shape, once fixed, must be asked again rather than fail again from the cache."""
+    broken = generate(config, cache, Service(reply=lambda body: {"error": "overloaded"}))
+    assert set(broken.table.column("failure").to_pylist()) == {"response mapping"}
+    assert len(cache) == 0
     service = Service()
     fixed = generate(config, cache, service)
-    assert service.requests == [] and fixed.summary["n_ok"] == 3
+    assert len(service.requests) == 3 and fixed.summary["n_ok"] == 3 and len(cache) == 3
 
 
 def test_errors_are_never_cached(config, cache, waits):
@@ -353,6 +355,44 @@ def test_a_header_comes_from_the_environment_and_its_value_never_reaches_the_out
     written = json.dumps(outcome.summary) + outcome.table.to_pandas().to_json()
     assert "[redacted]" in written and secret not in written
     assert outcome.summary["n_redacted"] == 2  # the two answered rows' model; e1's error is redacted too
+
+
+def cache_bytes(cache: JudgeCache) -> bytes:
+    """The cache file's bytes with its write-ahead log's, where recent entries sit."""
+    return b"".join(path.read_bytes() for path in cache.path.parent.glob(cache.path.name + "*"))
+
+
+def echoing_service(secret: str) -> Service:
+    """A service that echoes the secret in the answer, a retrieved id and the model."""
+    return Service(reply=lambda body: {**SERVICE_REPLY, "answer": f"answer for {secret}",
+                                       "retrieved": [{"id": f"doc-{secret}", "text": "t", "score": 1.0}],
+                                       "model": secret})
+
+
+def test_the_cache_stores_only_redacted_responses(config, cache, monkeypatch):
+    secret = "sk-rag-cache-5b8e1d"
+    monkeypatch.setenv("RAG_TOKEN", secret)
+    config["http"]["headers"] = {"Authorization": {"env": "RAG_TOKEN", "prefix": "Bearer "}}
+    first = generate(config, cache, echoing_service(secret))
+    assert first.summary["n_redacted"] == 3 and len(cache) == 3
+    assert secret.encode() not in cache_bytes(cache)
+    assert first.table.column("generated_answer").to_pylist()[0] == "answer for [redacted]"
+    rerun = generate(config, cache, Service())
+    assert rerun.summary["cache_hits"] == 3 and rerun.summary["n_redacted"] == 3  # still marked
+    assert rerun.table.column("retrieved_ids").to_pylist()[0] == ["doc-[redacted]"]
+
+
+def test_a_cached_response_holding_a_secret_is_dropped_counted_and_asked_again(config, cache):
+    secret = "sk-rag-old-entry-93c1"
+    # as a version before redaction did: the whole response stored, the echoed secret in it
+    generate(config, cache, echoing_service(secret))  # no redactor knows the secret yet
+    assert secret.encode() in cache_bytes(cache)
+    service = Service()
+    outcome = generate_answers(EXAMPLES, config, cache, http_transport=service.transport(),
+                               redactor=Redactor([secret]))
+    assert outcome.summary["n_cache_dropped"] == 3 and outcome.summary["cache_hits"] == 0
+    assert len(service.requests) == 3
+    assert secret.encode() not in cache_bytes(cache)
 
 
 def test_a_header_whose_variable_is_not_set_is_a_config_error_naming_it(config, cache, monkeypatch):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evalbook.judge import groundedness, relevance
-from evalbook.judge.parsing import Unparsed, parse_reply
+from evalbook.judge.parsing import Unparsed, parse_reply, read_reply
 from evalbook.judge.prompts import PromptError, PromptTemplate, defuse, load_template
 from evalbook.judge.protocol import JUDGED_METRICS
 
@@ -76,8 +76,8 @@ def test_no_object_at_all_is_unparsed():
     ({"statements": [{"statement": "a", "verdict": 2, "justification": "b"}]}, "statements/0/verdict"),
     ({"statements": [{"statement": "a", "verdict": 1, "justification": "b"},
                      {"statement": "c", "verdict": 1}]}, "statements/1"),
-    ({"statements": [{"statement": "a", "verdict": 1, "justification": "b", "confidence": 0.9}]},
-     "statements/0"),
+    ({"statements": [{"statement": "a", "verdict": "1", "justification": "b", "confidence": 0.9}]},
+     "statements/0/verdict"),
 ])
 def test_schema_violation_is_unparsed_naming_the_path(reply, path):
     raw = json.dumps(reply)
@@ -92,13 +92,30 @@ def test_schema_violation_messages_say_what_is_wrong():
         '{"statements": [{"statement": "a", "verdict": 2, "justification": "b"}]}').reason
     assert "'justification' is a required property" in unparsed(
         '{"statements": [{"statement": "a", "verdict": 1}]}').reason
-    assert "confidence" in unparsed(
-        '{"statements": [], "confidence": 1}').reason
+    assert "'statements' is a required property" in unparsed('{"statement": [], "note": "x"}').reason
 
 
-def test_extra_top_level_key_names_the_top_level():
-    failure = unparsed('{"statements": [], "score": 1}')
-    assert "(top level)" in failure.reason
+def test_keys_beyond_the_schema_are_ignored_and_named():
+    """Hosted and local models add a key now and then; the verdicts beside it still count."""
+    reply = {"statements": [{**GOOD["statements"][0], "confidence": 0.9}, GOOD["statements"][1]],
+             "note": "I was careful."}
+    reading = read_reply(json.dumps(reply), SCHEMA)
+    assert reading.value == GOOD
+    assert reading.extra_keys == ("note", "statements/0/confidence")
+    assert read_reply(json.dumps(GOOD), SCHEMA).extra_keys == ()
+
+
+def test_an_extra_key_holding_a_placeholder_does_not_make_the_reply_unreadable():
+    assert read_reply(json.dumps({**GOOD, "note": "N/A"}), SCHEMA).extra_keys == ("note",)
+
+
+@pytest.mark.parametrize("reply", [
+    {"note": "x"},  # the required field missing
+    {"statements": 3, "note": "x"},  # mistyped
+    {"statements": [{"statement": "a", "verdict": 1, "note": "x"}]},  # a required field missing within
+])
+def test_a_missing_or_mistyped_required_field_is_still_unparsed_beside_an_extra_key(reply):
+    assert "does not match the schema" in unparsed(json.dumps(reply)).reason
 
 
 def test_relevance_schema_requires_exactly_n_questions():

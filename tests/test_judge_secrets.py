@@ -10,6 +10,7 @@ import pytest
 
 from evalbook.judge.stage import NothingEligible
 from evalbook.pipeline import JUDGE, assemble_report, canonical_table, open_stage, run_judge, save_report
+from faultserver import valid_reply
 
 SECRET = "sk-test-DO-NOT-LEAK"
 
@@ -37,8 +38,13 @@ def reply_for(prompt: str) -> str:
 
 
 class Server:
-    def __init__(self, expected_key: str | None):
+    """A judge on httpx's mock transport. `echo`: "error" answers each completion with HTTP 500
+    whose message echoes the Authorization header; "content" puts the header in every string of
+    the reply and in the fingerprint."""
+
+    def __init__(self, expected_key: str | None, echo: str | None = None):
         self.expected_key = expected_key
+        self.echo = echo
         self.models_checks = 0
         self.completions = 0
         self.authorizations: set[str] = set()
@@ -56,13 +62,20 @@ class Server:
             return httpx.Response(200, json={"count": 12})
         assert request.url.path.endswith("/chat/completions"), request.url
         self.completions += 1
-        prompt = json.loads(request.content)["messages"][0]["content"]
+        if self.echo == "error":
+            return httpx.Response(500, json={"error": {"message": f"bad key {authorization}"}})
+        body = json.loads(request.content)
+        content = reply_for(body["messages"][0]["content"])
+        fingerprint = "fp_1"
+        if self.echo == "content":
+            content = valid_reply(body, text=f"the key is {authorization}")
+            fingerprint = authorization
         return httpx.Response(200, json={
             "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply_for(prompt)},
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                          "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-            "system_fingerprint": "fp_1"})
+            "system_fingerprint": fingerprint})
 
 
 def files_holding(root: Path, needle: bytes) -> list[Path]:
@@ -92,6 +105,55 @@ def test_the_api_key_leaves_no_trace_in_any_file(tmp_path, monkeypatch, write_ju
     assert files_holding(tmp_path, SECRET.encode("utf-16-le")) == []
 
 
+def judged_with_key(monkeypatch, write_judge_profile, server: Server):
+    """judge.json and the report of the sample's first 4 examples, judged with the key by `server`."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    ctx = open_stage(str(write_judge_profile(api_key_env="OPENAI_API_KEY", max_retries=0)))
+    result = run_judge(ctx, canonical_table(ctx), http_transport=httpx.MockTransport(server))
+    save_report(ctx, assemble_report(ctx))
+    return result
+
+
+def test_a_judge_that_echoes_the_key_in_its_error_leaves_it_in_no_file(tmp_path, monkeypatch, write_judge_profile):
+    result = judged_with_key(monkeypatch, write_judge_profile, Server(SECRET, echo="error"))
+    summary = result["summary"]
+    assert summary["totals"]["errors"] > 0 and summary["totals"]["n_redacted"] == summary["totals"]["errors"]
+    reasons = [reason for metric in summary["metrics"].values() for reason in metric["unscored_reasons"]]
+    assert reasons and all("bad key [redacted]" in reason for reason in reasons), reasons
+    assert files_holding(tmp_path, SECRET.encode("utf-8")) == []
+
+
+def test_a_judge_that_echoes_the_key_in_its_reply_leaves_it_in_no_file(tmp_path, monkeypatch, write_judge_profile):
+    result = judged_with_key(monkeypatch, write_judge_profile, Server(SECRET, echo="content"))
+    summary = result["summary"]
+    assert summary["totals"]["errors"] == 0 and summary["totals"]["n_redacted"] == summary["totals"]["calls"] > 0
+    written = tmp_path.rglob(JUDGE)
+    assert "the key is [redacted]" in next(written).read_text("utf-8")
+    assert all(metric["n_scored"] > 0 for metric in summary["metrics"].values())  # the verdicts still count
+    assert files_holding(tmp_path, SECRET.encode("utf-8")) == []
+
+
+def test_a_cache_entry_holding_the_key_is_dropped_counted_and_asked_again(tmp_path, monkeypatch, write_judge_profile):
+    """An entry written before redaction existed: never served, and gone from the file."""
+    import sqlite3
+
+    first = judged_with_key(monkeypatch, write_judge_profile, Server(SECRET))
+    calls = first["summary"]["totals"]["calls"]
+    [cache_path] = tmp_path.rglob("judge-cache.sqlite")
+    connection = sqlite3.connect(cache_path)
+    with connection:
+        changed = connection.execute("UPDATE replies SET reply = replace(reply, '\"fp_1\"', ?)",
+                                     (json.dumps(f"fp {SECRET}"),)).rowcount
+    connection.close()
+    assert changed == calls and files_holding(tmp_path, SECRET.encode("utf-8")) == [cache_path]
+
+    server = Server(SECRET)
+    again = judged_with_key(monkeypatch, write_judge_profile, server)
+    totals = again["summary"]["totals"]
+    assert totals["n_cache_dropped"] == calls and totals["cache_hits"] == 0 and server.completions == calls
+    assert files_holding(tmp_path, SECRET.encode("utf-8")) == []
+
+
 def test_the_leak_check_would_see_a_key_in_the_cache(tmp_path):
     """The scan reads sqlite files too: a key stored there would be found."""
     from evalbook.judge.cache import JudgeCache
@@ -112,3 +174,23 @@ def test_nothing_eligible_fails_the_judge_stage_loudly(write_judge_profile):
     assert "NoSuchPolicy" in message
     assert server.completions == 0
     assert not ctx.artifact(JUDGE).exists()  # no judge.json, so no report can claim a pass
+
+
+def test_an_embedding_endpoint_that_echoes_the_key_raises_a_redacted_error(tmp_path, monkeypatch, default_judge_config):
+    from evalbook.judge.cache import JudgeCache
+    from evalbook.judge.stage import EmbeddingFailed, openai_embedder, settings_from
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    default_judge_config.update(api_key_env="OPENAI_API_KEY", max_retries=0)
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, json={"error": {"message": f"bad key {request.headers['authorization']}"}})
+
+    cache = JudgeCache(tmp_path / "c.sqlite")
+    embed = openai_embedder(settings_from(default_judge_config), "text-embedding-3-small", cache,
+                            http_transport=httpx.MockTransport(echo))
+    with pytest.raises(EmbeddingFailed) as raised:
+        embed(["a question"])
+    cache.close()
+    assert "bad key [redacted]" in str(raised.value) and SECRET not in str(raised.value)
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__

@@ -617,6 +617,42 @@ def test_a_report_with_the_judge_validates(config, cache):
     assert examples["e1"]["judge"]["label"] == outcome.models_judge["label"]
 
 
+class ChattyJudge(FakeJudge):
+    """Adds a key the schema does not define to every groundedness reply of e1, top level and within."""
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        response = super().__call__(request)
+        content = response.json()["choices"][0]["message"]["content"] if self.prompts else None
+        if content is None or "strict fact checker" not in self.prompts[-1] or "teal bin" not in self.prompts[-1]:
+            return response
+        reply = json.loads(content)
+        reply["note"] = "Checked twice."
+        reply["statements"][0]["confidence"] = 0.8
+        body = response.json()
+        body["choices"][0]["message"]["content"] = json.dumps(reply)
+        return httpx.Response(200, json=body)
+
+
+def test_a_reply_with_extra_keys_counts_and_the_keys_are_counted_beside_the_unscored(config, cache):
+    table = mixed_table()
+    plain, _ = run(table, config, cache)
+    chatty, _ = run(table, config, JudgeCache(cache.path.with_name("other.sqlite")), ChattyJudge())
+    record = chatty.records["e1"]["groundedness"]
+    assert record["score"] == plain.records["e1"]["groundedness"]["score"] == 1 / 3
+    assert record["extra_keys"] == ["note", "statements/0/confidence"]
+    summary = chatty.summary["metrics"]["groundedness"]
+    assert summary["n_extra_keys"] == 1 and plain.summary["metrics"]["groundedness"]["n_extra_keys"] == 0
+    assert summary["n_unscored"] == plain.summary["metrics"]["groundedness"]["n_unscored"]
+    judged = {"summary": chatty.summary, "models_judge": chatty.models_judge, "records": chatty.records}
+    report = build_report(
+        run_id="2d6b3516-cc7d-4cf4-ac99-07b0159bfb11", timestamp=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        dataset={"name": "t", "split": "sample"},
+        models={"generator": "g", "bertscore": "b", "sentence_transformer": "s"},
+        canonical=table, scored=scored_for(table), load_counts=LOAD_COUNTS, k=5, provenance=PROVENANCE,
+        judge=json.loads(json.dumps(judged)))
+    validate_report(report)
+
+
 def test_criteria_are_judged_against_the_whole_conversation_when_there_is_one(config):
     turns = [{"role": "user", "content": "Hi, about parking."}, {"role": "assistant", "content": "Which zone?"},
              {"role": "user", "content": "Zone B."}, {"role": "assistant", "content": "Zone B permits cost £40."}]

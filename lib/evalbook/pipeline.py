@@ -30,6 +30,7 @@ from evalbook.score.models import resolve_profile_models
 from evalbook.params import (Profile, generate_cache_path, judge_cache_path, load_profile, local_outputs_root,
                              locate_profile)
 from evalbook.provenance import run_provenance
+from evalbook.redaction import profile_redactor
 from evalbook.report.document import build_report, write_report
 from evalbook.stats import summarize
 
@@ -153,7 +154,8 @@ def run_generate(ctx: StageContext, http_transport=None):
         bar.update(0 if generation.cached else 1)
 
     try:
-        outcome = generate_answers(examples, config, cache, http_transport, on_done=done, on_plan=planned)
+        outcome = generate_answers(examples, config, cache, http_transport, on_done=done, on_plan=planned,
+                                   redactor=profile_redactor(profile.values))
     finally:
         bar.close()
         cache.close()
@@ -301,7 +303,8 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
             embed = relevance_embedder(ctx, cache) if config["metrics"]["relevance"]["enabled"] else None
             outcome = judge_table(canonical, config, cache, embed,
                                   seed=config["sample_seed"], http_transport=http_transport,
-                                  progress=progress, on_estimate=lambda planned: announce(bar, planned))
+                                  progress=progress, on_estimate=lambda planned: announce(bar, planned),
+                                  redactor=profile_redactor(ctx.profile.values))
         finally:
             bar.close()
             cache.close()

@@ -9,12 +9,17 @@ Retries: 429, 5xx, timeouts, lost connections and 2xx bodies that are not JSON a
 `backoff_seconds`. Any other status is final. When the retries run out, the row is a failure
 with its reason: its answer is missing, never invented.
 
-Cache: each 2xx JSON response is stored as it arrives, under the endpoint's key for the request
-(evalbook.generate.settings), so a rerun, or a run resumed after the server died, asks only for
-the rows that have no stored response. Errors are never stored. The response is stored whole,
-before the mapping reads it, so a corrected mapping needs no call.
+Cache: each 2xx JSON response that the mapping reads is stored as it arrives, under the
+endpoint's key for the request (evalbook.generate.settings), so a rerun, or a run resumed after
+the server died, asks only for the rows that have no stored response. Errors are never stored,
+and neither is a response the mapping cannot read: a service that answered with the wrong
+shape is asked again on the rerun, once it is fixed (a corrected mapping asks again too).
 
-No header value (a secret) appears in any reason or sample: each is replaced by `[redacted]`.
+No secret (a header's value, or anything else the profile reads from the environment) appears
+in any reason, sample, table or cache entry: the response passes through the run's Redactor
+before it is stored or read, each occurrence becomes `[redacted]`, and the row is marked. A
+cache entry that still holds a secret (written before redaction) is dropped on read, counted in
+`CallStats.cache_dropped`, and asked again.
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ from evalbook.calls import backoff_seconds, retry_after_seconds, run_in_worker
 from evalbook.generate.mapping import MappingError
 from evalbook.generate.settings import Endpoint, Item
 from evalbook.judge.cache import JudgeCache
+from evalbook.redaction import Redactor, header_secrets
 
-REDACTED = "[redacted]"
 SHOWN_BODY_CHARACTERS = 200
 
 
@@ -67,11 +72,13 @@ class CallStats:
     calls: int = 0
     cache_hits: int = 0
     retries: int = 0
+    cache_dropped: int = 0  # cache entries dropped on read because they held a secret
 
 
 @dataclass
 class _Attempt:
-    document: Any = None
+    document: Any = None  # redacted
+    redacted: bool = False  # the response held a secret
     failure: str | None = None
     error: str | None = None
     wait: float | None = None  # before a retry; None: a retry cannot help
@@ -79,22 +86,21 @@ class _Attempt:
 
 
 class GenerateClient:
-    def __init__(self, endpoint: Endpoint, settings: CallSettings, cache: JudgeCache, http_transport=None):
+    def __init__(self, endpoint: Endpoint, settings: CallSettings, cache: JudgeCache, http_transport=None,
+                 redactor: Redactor | None = None):
         self.endpoint = endpoint
         self.settings = settings
         self.cache = cache
         self.http_transport = http_transport  # tests replace the HTTP transport here
         self.stats = CallStats()
         self.headers = endpoint.header_values()
-        self.secrets = [value for value in self.headers.values() if value]
+        # the endpoint's own header values always, whatever else the caller's redactor covers
+        own = [secret for header in endpoint.headers
+               for secret in header_secrets(self.headers[header.name][len(header.prefix):], header.prefix)]
+        self.redactor = Redactor([*own, *(redactor.secrets if redactor is not None else ())])
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-            bare = secret.split(" ", 1)[-1]  # the variable's own value, without its prefix
-            if bare:
-                text = text.replace(bare, REDACTED)
-        return text
+        return self.redactor.text(text)
 
     def run(self, items: Sequence[Item],
             on_done: Callable[[Generation], None] | None = None) -> list[Generation]:
@@ -102,7 +108,16 @@ class GenerateClient:
         return run_in_worker(lambda: self._run_all(list(items), on_done), "evalbook-generate")
 
     def cached(self, item: Item) -> bool:
-        return self.cache.get(self.endpoint.key(self.endpoint.render(item))) is not None
+        return self._entry(self.endpoint.key(self.endpoint.render(item))) is not None
+
+    def _entry(self, key: str) -> dict[str, Any] | None:
+        """The stored response under `key`; one that holds a secret is dropped and counted."""
+        entry = self.cache.get(key)
+        if entry is not None and self.redactor.holds_secret(entry):
+            self.cache.delete(key)
+            self.stats.cache_dropped += 1
+            return None
+        return entry
 
     async def _run_all(self, items: list[Item], on_done) -> list[Generation]:
         import httpx
@@ -124,10 +139,11 @@ class GenerateClient:
         generation = Generation(id=item.id)
         body = self.endpoint.render(item)
         key = self.endpoint.key(body)
-        entry = self.cache.get(key)
+        entry = self._entry(key)
         if entry is not None:
             self.stats.cache_hits += 1
             generation.cached = True
+            generation.redacted = bool(entry.get("redacted"))
             return self._read(generation, entry["document"], entry["latency_ms"])
         attempt = _Attempt()
         for number in range(self.settings.max_retries + 1):
@@ -139,8 +155,12 @@ class GenerateClient:
             await asyncio.sleep(backoff_seconds(number, self.settings.backoff_seconds, attempt.wait or None))
         if attempt.failure is not None:
             return self._failed(generation, attempt.failure, attempt.error)
-        self.cache.put(key, {"document": attempt.document, "latency_ms": attempt.latency_ms})
-        return self._read(generation, attempt.document, attempt.latency_ms)
+        generation.redacted = attempt.redacted
+        self._read(generation, attempt.document, attempt.latency_ms)
+        if generation.status == "ok":
+            self.cache.put(key, {"document": attempt.document, "latency_ms": attempt.latency_ms,
+                                 "redacted": attempt.redacted})
+        return generation
 
     async def _attempt(self, client, body: Any) -> _Attempt:
         import httpx
@@ -168,10 +188,13 @@ class GenerateClient:
         except (json.JSONDecodeError, UnicodeDecodeError):
             return _Attempt(failure="not JSON", wait=0.0,
                             error=f"HTTP {status}, but the body is not JSON: {self._shown(response)}")
-        return _Attempt(document=document, latency_ms=latency_ms)
+        redacted = self.redactor.document(document)
+        return _Attempt(document=redacted, redacted=redacted != document, latency_ms=latency_ms)
 
     def _shown(self, response) -> str:
-        text = response.text
+        """The start of a response's body, redacted before it is cut, so that a cut never
+        leaves the start of a secret."""
+        text = self.redact(response.text)
         return text if len(text) <= SHOWN_BODY_CHARACTERS else text[:SHOWN_BODY_CHARACTERS] + " ..."
 
     def _read(self, generation: Generation, document: Any, latency_ms: float | None) -> Generation:
@@ -180,19 +203,11 @@ class GenerateClient:
             values = self.endpoint.mapping.apply(document)
         except MappingError as error:
             return self._failed(generation, "response mapping", str(error))
-        generation.answer, generation.model = self._clean(generation, values["answer"], values["model"])
+        generation.answer, generation.model = values["answer"], values["model"]
         generation.prompt_tokens = values["prompt_tokens"]
         generation.completion_tokens = values["completion_tokens"]
-        ids, contexts = values["retrieved_ids"], values["retrieved_contexts"]
-        generation.retrieved_ids = None if ids is None else self._clean(generation, *ids)
-        generation.retrieved_contexts = None if contexts is None else self._clean(generation, *contexts)
+        generation.retrieved_ids, generation.retrieved_contexts = values["retrieved_ids"], values["retrieved_contexts"]
         return generation
-
-    def _clean(self, generation: Generation, *texts: str | None) -> list[str | None]:
-        """`texts` with any header value (a secret the service echoed) redacted; marks the row."""
-        cleaned = [None if text is None else self.redact(text) for text in texts]
-        generation.redacted = generation.redacted or cleaned != list(texts)
-        return cleaned
 
     def _failed(self, generation: Generation, failure: str, error: str | None) -> Generation:
         generation.status, generation.failure = "failed", failure

@@ -21,6 +21,7 @@ import pyarrow as pa
 from evalbook.generate.client import CallSettings, GenerateClient, Generation
 from evalbook.generate.settings import Endpoint, Item, endpoint_from
 from evalbook.judge.cache import JudgeCache
+from evalbook.redaction import Redactor
 
 LATENCY_PERCENTILES = (50, 90, 99)
 TABLE_SCHEMA = pa.schema([
@@ -103,6 +104,7 @@ def summarize_generations(generations: list[Generation], endpoint: Endpoint, cli
         "calls": client.stats.calls, "cache_hits": client.stats.cache_hits, "retries": client.stats.retries,
         "models": sorted({g.model for g in ok if g.model}),
         "n_redacted": sum(1 for g in generations if g.redacted),
+        "n_cache_dropped": client.stats.cache_dropped,
         "n_without_retrieved_ids": sum(1 for g in ok if g.retrieved_ids is None) if endpoint.returns_retrieval else None,
         "settings": {key: config[key] for key in ("concurrency", "timeout_seconds", "max_retries", "backoff_seconds")},
     }
@@ -134,14 +136,16 @@ def check_something_generated(summary: dict[str, Any], table: pa.Table) -> None:
 
 def generate_answers(examples: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
                      http_transport=None, on_done: Callable[[Generation, GenerateClient], None] | None = None,
-                     on_plan: Callable[[int, int], None] | None = None) -> GenerateOutcome:
+                     on_plan: Callable[[int, int], None] | None = None,
+                     redactor: Redactor | None = None) -> GenerateOutcome:
     """Ask the endpoint of `config` (an enabled `generate:` section) for each example's answer.
 
     `on_plan(calls, cached)` is told before the first call how many rows need one; `on_done` is
-    called as each row finishes.
+    called as each row finishes. Every response passes through `redactor` (the profile's
+    secrets; the endpoint's own header values always) before it is stored or read.
     """
     endpoint = endpoint_from(config)
-    client = GenerateClient(endpoint, call_settings(config), cache, http_transport)
+    client = GenerateClient(endpoint, call_settings(config), cache, http_transport, redactor)
     items = items_of(examples)
     if on_plan is not None:
         cached = sum(client.cached(item) for item in items)

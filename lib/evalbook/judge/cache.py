@@ -34,6 +34,9 @@ class JudgeCache:
         # survives a crash of the process (only a power loss can drop the last few).
         self._connection.execute("PRAGMA journal_mode=WAL")
         self._connection.execute("PRAGMA synchronous=NORMAL")
+        # A deleted entry's bytes are overwritten, not left in a free page: an entry dropped
+        # because it held a secret (evalbook.redaction) must leave no copy in the file.
+        self._connection.execute("PRAGMA secure_delete=ON")
         with self._connection:
             self._connection.execute(
                 "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, "
@@ -50,8 +53,12 @@ class JudgeCache:
                                      (key, json.dumps(reply, ensure_ascii=False)))
 
     def delete(self, key: str) -> None:
-        with self._lock, self._connection:
-            self._connection.execute("DELETE FROM replies WHERE key = ?", (key,))
+        """Remove an entry, leaving no copy of it in the file or in its write-ahead log."""
+        with self._lock:
+            with self._connection:
+                self._connection.execute("DELETE FROM replies WHERE key = ?", (key,))
+            # the log's older frames still hold the entry until a checkpoint empties it
+            self._connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def __len__(self) -> int:
         with self._lock:

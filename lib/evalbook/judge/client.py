@@ -15,6 +15,12 @@ Only replies that parse are cached, each as it arrives, so a run that loses the 
 every finished judgment, and a rerun asks again for exactly what was left unscored by an error
 or an unparseable reply and reuses the rest. A cached entry that does not parse (left by an
 older version) is dropped and asked again.
+
+Secrets: every reply's text, error and fingerprint passes through the run's Redactor (the
+judge's API key, and whatever else the profile reads from the environment) before it is kept,
+cached or shown, so a server that echoes the key, in an error body or in its content, leaves
+`[redacted]` (counted in `RunStats.redacted`). A cache entry that still holds a secret (written
+before redaction) is dropped on read, counted in `RunStats.cache_dropped`, and asked again.
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ from urllib.parse import urlsplit
 from evalbook.calls import backoff_seconds, retry_after_seconds, run_in_worker
 from evalbook.judge.cache import JudgeCache, cache_key
 from evalbook.judge.parsing import Unparsed, Unreadable, parse_reply
+from evalbook.redaction import Redactor, profile_secrets
 
 STRUCTURED_MODES = ("json_schema", "json_object_schema", "json_instructions")
 NO_KEY = "no-key"  # local servers ignore the key, but the openai client requires a value
+SHOWN_ERROR_CHARACTERS = 320  # of a failed call's error, as the unscored reason shows it
 
 
 class JudgeConfigError(RuntimeError):
@@ -124,6 +132,8 @@ class MetricStats:
 class RunStats:
     per_metric: dict[str, MetricStats] = field(default_factory=dict)
     system_fingerprints: set[str] = field(default_factory=set)
+    redacted: int = 0  # replies (or their errors) that held a secret, replaced by [redacted]
+    cache_dropped: int = 0  # cache entries dropped on read because they held a secret
 
     def metric(self, name: str) -> MetricStats:
         return self.per_metric.setdefault(name, MetricStats())
@@ -176,7 +186,8 @@ def _mentions_response_format(error: Any) -> bool:
 
 
 class JudgeClient:
-    def __init__(self, settings: JudgeSettings, cache: JudgeCache, http_transport=None):
+    def __init__(self, settings: JudgeSettings, cache: JudgeCache, http_transport=None,
+                 redactor: Redactor | None = None):
         if settings.structured_output not in STRUCTURED_MODES:
             raise JudgeConfigError(f"structured_output must be one of {STRUCTURED_MODES}, "
                                    f"got {settings.structured_output!r}")
@@ -184,6 +195,9 @@ class JudgeClient:
         self.cache = cache
         self.http_transport = http_transport  # tests replace the HTTP transport here
         self.stats = RunStats()
+        # the judge's own key always, whatever else the caller's redactor covers
+        own = profile_secrets({"judge": {"api_key_env": settings.api_key_env}})
+        self.redactor = Redactor([*own, *(redactor.secrets if redactor is not None else ())])
 
     def run(self, requests: Sequence[JudgeRequest],
             on_reply: Callable[[JudgeReply], None] | None = None) -> list[JudgeReply]:
@@ -231,6 +245,9 @@ class JudgeClient:
                 break
             if reply.error is not None:  # a transport error waits; an unparseable reply asks again at once
                 await asyncio.sleep(backoff_seconds(attempt, self.settings.backoff_seconds, wait or None))
+        self._redact(reply)
+        if reply.system_fingerprint:
+            self.stats.system_fingerprints.add(reply.system_fingerprint)
         if reply.error is not None:
             stats.errors += 1
         elif self._parses(reply):
@@ -240,6 +257,16 @@ class JudgeClient:
                 "system_fingerprint": reply.system_fingerprint})
         return reply
 
+    def _redact(self, reply: JudgeReply) -> None:
+        """Replace any secret the server echoed in the reply's text, error or fingerprint."""
+        kept = (reply.text, reply.error, reply.system_fingerprint)
+        reply.text, reply.error, reply.system_fingerprint = (self.redactor.optional(value) for value in kept)
+        if (reply.text, reply.error, reply.system_fingerprint) != kept:
+            self.stats.redacted += 1
+        # cut after redaction, so that a cut never leaves the start of a secret
+        if reply.error is not None and len(reply.error) > SHOWN_ERROR_CHARACTERS:
+            reply.error = reply.error[:SHOWN_ERROR_CHARACTERS] + " ..."
+
     def cached(self, request: JudgeRequest) -> bool:
         """True when the cache answers `request`, so that judging it makes no call."""
         return self._cached_reply(request) is not None
@@ -248,6 +275,10 @@ class JudgeClient:
         """The cached reply to `request` when it parses; an entry that does not is removed."""
         entry = self.cache.get(request.key)
         if entry is None:
+            return None
+        if self.redactor.holds_secret(entry):
+            self.cache.delete(request.key)
+            self.stats.cache_dropped += 1
             return None
         reply = JudgeReply(request=request, cached=True, **entry)
         if self._parses(reply):
@@ -297,7 +328,7 @@ class JudgeClient:
                     f"the judge server at {settings.host} rejected response_format json_schema "
                     f"(HTTP {status}); set judge.structured_output to json_object_schema or "
                     f"json_instructions in the profile") from error
-            reply.error = f"HTTP {status}: {str(getattr(error, 'message', error))[:300]}"
+            reply.error = f"HTTP {status}: {getattr(error, 'message', error)}"
             if status == 429 or status >= 500:
                 return retry_after_seconds(error.response.headers) or 0.0
             return None
@@ -316,6 +347,4 @@ class JudgeClient:
         stats.prompt_tokens += reply.prompt_tokens
         stats.completion_tokens += reply.completion_tokens
         reply.system_fingerprint = getattr(response, "system_fingerprint", None)
-        if reply.system_fingerprint:
-            self.stats.system_fingerprints.add(reply.system_fingerprint)
         return 0.0

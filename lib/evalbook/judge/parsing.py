@@ -5,8 +5,12 @@ What is accepted, deliberately:
   first complete object starting at the first `{` is taken; text after it is ignored);
 - raw control characters (newlines, tabs) inside JSON strings, which small models emit and
   strict `json.loads` rejects; they carry no ambiguity, so `strict=False` is used.
-Anything else (no object, invalid JSON, an object that breaks the schema, a reply cut off by
-`max_tokens`) raises `Unparsed` with a reason; the caller records the example as unscored.
+- keys the schema does not define, which hosted and local models add now and then (a "note",
+  a "confidence"): they are removed and named (`Reading.extra_keys`), so that the caller counts
+  them, and the verdicts they sit beside count as usual.
+Anything else (no object, invalid JSON, an object that breaks the schema, a missing or mistyped
+required field, a reply cut off by `max_tokens`) raises `Unparsed` with a reason; the caller
+records the example as unscored.
 
 A reply holding a placeholder is unparsed too, with the reason "placeholder output": a small
 base model copies the template's example JSON (`"statement": "..."`), and a copy must not be
@@ -25,6 +29,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Iterator
@@ -49,8 +54,23 @@ class Unreadable(Unparsed):
     """A well-formed reply holding a placeholder: unscored, but final (kept, not asked again)."""
 
 
+@dataclass(frozen=True)
+class Reading:
+    """A reply read: its validated JSON object, and the keys removed because the schema does not
+    define them, each as its path ("note", "statements/0/confidence")."""
+
+    value: dict[str, Any]
+    extra_keys: tuple[str, ...] = ()
+
+
 def parse_reply(raw: str | None, schema: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-    """The validated JSON object of a reply, or Unparsed with the reason."""
+    """The validated JSON object of a reply (keys the schema does not define removed), or
+    Unparsed with the reason."""
+    return read_reply(raw, schema, finish_reason).value
+
+
+def read_reply(raw: str | None, schema: dict[str, Any], finish_reason: str | None = None) -> Reading:
+    """A reply's validated JSON object and the extra keys removed from it, or Unparsed."""
     if raw is None or not raw.strip():
         raise Unparsed("empty reply", raw or "")
     text = raw.strip()
@@ -66,13 +86,29 @@ def parse_reply(raw: str | None, schema: dict[str, Any], finish_reason: str | No
     except json.JSONDecodeError as exc:
         prefix = "reply cut off by max_tokens; " if finish_reason == "length" else ""
         raise Unparsed(f"{prefix}invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", raw) from exc
+    validator = jsonschema.Draft202012Validator(schema)
+    extra = remove_extra_keys(validator, value)
     if any(unreadable(text) for text in string_values(value)):
         raise Unreadable(PLACEHOLDER_REASON, raw)
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.path))
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
         raise Unparsed(f"reply does not match the schema: {where}: {errors[0].message}", raw)
-    return value
+    return Reading(value, extra)
+
+
+def remove_extra_keys(validator: Any, value: Any) -> tuple[str, ...]:
+    """Remove from `value`, in place, each key that an object's schema forbids by
+    `additionalProperties: false`; return their paths. What is left is checked as usual."""
+    removed: list[str] = []
+    for error in list(validator.iter_errors(value)):  # listed first: keys are removed below
+        if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+            continue
+        defined = error.schema.get("properties", {})
+        for key in [key for key in error.instance if key not in defined]:
+            del error.instance[key]
+            removed.append("/".join([*(str(part) for part in error.absolute_path), key]))
+    return tuple(sorted(removed))
 
 
 def unreadable(text: str) -> bool:

@@ -21,15 +21,20 @@ import pandas as pd
 from evalbook.judge.cache import JudgeCache, cache_key
 from evalbook.judge.client import JudgeClient, JudgeReply, JudgeRequest, JudgeSettings, RunStats
 from evalbook.judge.estimate import check_budget, estimate
-from evalbook.judge.parsing import Unparsed, parse_reply
+from evalbook.judge.parsing import Unparsed, parse_reply, read_reply
 from evalbook.judge.prompts import PromptTemplate, load_template
 from evalbook.judge.protocol import JUDGED_METRICS, JudgedMetric
 from evalbook.judge.score import PLACEHOLDER_THRESHOLD, Score
+from evalbook.redaction import Redactor, profile_secrets
 from evalbook.stats import summarize
 
 MISSING_SOURCE = "(missing)"
 # Named when no judge answers: the runner then starts the local server for the run itself.
 LOCAL_JUDGE_COMMAND = "make run PARAMS=params/local-judge.yaml"
+
+
+class EmbeddingFailed(RuntimeError):
+    """The embedding endpoint refused a call; the message is redacted."""
 
 
 class NothingEligible(RuntimeError):
@@ -201,10 +206,13 @@ def score_one(metric: str, reply: JudgeReply, row: Any, config: dict[str, Any],
     if reply.error is not None:
         return Score.unscored(f"judge call failed: {reply.error}"), {}
     try:
-        parsed = parse_reply(reply.text, reply.request.schema, reply.finish_reason)
+        reading = read_reply(reply.text, reply.request.schema, reply.finish_reason)
     except Unparsed as failure:
         return Score.unscored(failure.reason), {"raw_reply": failure.raw}
-    return by_name(metrics)[metric].score_reply(parsed, row, config, embed)
+    score, detail = by_name(metrics)[metric].score_reply(reading.value, row, config, embed)
+    if reading.extra_keys:  # ignored, and named so that the summary counts them
+        detail = {**detail, "extra_keys": list(reading.extra_keys)}
+    return score, detail
 
 
 def threshold_of(config: dict[str, Any], metric: str) -> tuple[float, bool]:
@@ -288,6 +296,8 @@ def summarize_judgments(records: dict[str, dict[str, Any]], selection: Selection
             "mean": summary["mean"], "p10": summary["p10"], "p50": summary["p50"], "p90": summary["p90"],
             "n_scored": summary["n"], "n_unscored": summary["n_missing"],
             "unscored_reasons": dict(Counter(e["unscored_reason"] for e in entries if e["score"] is None)),
+            # replies whose keys beyond the schema were ignored (their verdicts count)
+            "n_extra_keys": sum(1 for e in entries if e.get("extra_keys")),
             "threshold": threshold, "threshold_is_placeholder": placeholder,
             "pass_rate": (sum(s >= threshold for s in scored) / len(scored)) if scored else None,
             "calls": metric_stats.calls, "cache_hits": metric_stats.cache_hits, "errors": metric_stats.errors,
@@ -317,7 +327,10 @@ def summarize_judgments(records: dict[str, dict[str, Any]], selection: Selection
         "embeddings": spent,
         "totals": {**{k: int(totals[k]) for k in ("calls", "cache_hits", "errors", "prompt_tokens",
                                                   "completion_tokens")},
-                   "cost_usd": "unknown" if any(c == "unknown" for c in costs) else float(sum(costs))},
+                   "cost_usd": "unknown" if any(c == "unknown" for c in costs) else float(sum(costs)),
+                   # replies that held a secret (replaced by [redacted]), and cache entries from
+                   # before redaction dropped because they held one
+                   "n_redacted": stats.redacted, "n_cache_dropped": stats.cache_dropped},
     }
 
 
@@ -364,6 +377,7 @@ class OpenAIEmbedder:
                              timeout=settings.timeout_seconds, max_retries=settings.max_retries)
         self.base_url, self.cache = settings.base_url, cache
         self.usage = EmbeddingUsage(model_name)
+        self.redactor = Redactor(profile_secrets({"judge": {"api_key_env": settings.api_key_env}}))
 
     def _key(self, text: str) -> str:
         return cache_key({"kind": "embedding", "base_url": self.base_url, "model": self.usage.model, "text": text})
@@ -377,7 +391,13 @@ class OpenAIEmbedder:
                 self.usage.cache_hits += 1
         missing = [text for text in dict.fromkeys(texts) if text not in vectors]
         if missing:
-            response = self.client.embeddings.create(model=self.usage.model, input=missing)
+            import openai
+
+            try:
+                response = self.client.embeddings.create(model=self.usage.model, input=missing)
+            except openai.APIError as error:  # its message may echo the key: redacted, the cause dropped
+                raise EmbeddingFailed(f"the embedding endpoint at {self.base_url} failed: "
+                                      f"{self.redactor.text(str(error))}") from None
             self.usage.calls += 1
             usage = getattr(response, "usage", None)
             self.usage.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -453,8 +473,12 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
                 embed: Callable[[list[str]], np.ndarray] | None, seed: int, http_transport=None,
                 progress: Callable[[JudgeReply, RunStats], None] | None = None,
                 metrics: Sequence[JudgedMetric] = JUDGED_METRICS,
-                on_estimate: Callable[[dict[str, Any]], None] | None = None) -> JudgeOutcome:
+                on_estimate: Callable[[dict[str, Any]], None] | None = None,
+                redactor: Redactor | None = None) -> JudgeOutcome:
     """Judge the eligible (sampled) examples of a canonical table on each enabled metric.
+
+    Every reply passes through `redactor` (the profile's secrets; the judge's own key always)
+    before it is cached, scored or recorded.
 
     Before the first call the pre-flight estimate (evalbook.judge.estimate) is made, handed to
     `on_estimate`, and checked against the budget: over it, OverBudget is raised and nothing is
@@ -462,7 +486,7 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
     selection = select(table, config, seed)
     judged_metrics = enabled(config, metrics)
     templates = templates_for(config, judged_metrics)
-    client = JudgeClient(settings_from(config), cache, http_transport)
+    client = JudgeClient(settings_from(config), cache, http_transport, redactor)
     rows = table.set_index("id", drop=False)
     judged_rows = rows.loc[selection.judged_ids]
     requests = build_requests(judged_rows, config, templates, judged_metrics)
