@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.dirfs import DirFileSystem
 
+from evalbook.__main__ import main
 from evalbook.load import (
     CANONICAL_SCHEMA,
     LoadError,
@@ -317,6 +318,36 @@ def test_predictions_file_not_found(tmp_path):
         load_evaluation_set(str(examples), str(predictions))
     assert_names(info.value, predictions)
     assert "file not found" in str(info.value)
+
+
+@pytest.mark.parametrize("key", ["input_path", "predictions_path"])
+def test_a_directory_is_reported_as_a_directory_not_as_missing(tmp_path, key):
+    folder = tmp_path / "dir.jsonl"
+    folder.mkdir()
+    examples = write_jsonl(tmp_path / "examples.jsonl", [example(1)])
+    paths = {"input_path": str(examples), "predictions_path": None, key: str(folder)}
+    with pytest.raises(LoadError) as info:
+        load_evaluation_set(**paths)
+    assert_names(info.value, folder)
+    assert "is a directory, not a file" in str(info.value) and "not found" not in str(info.value)
+
+
+@pytest.mark.parametrize("key", ["input_path", "predictions_path"])
+@pytest.mark.parametrize("problem", ["a directory", "missing"])
+def test_a_run_whose_input_is_a_directory_or_missing_exits_2_before_writing(tmp_path, capsys, key, problem):
+    given = tmp_path / "dir.jsonl"
+    if problem == "a directory":
+        given.mkdir()
+    outputs = tmp_path / "outputs"
+    code = main(["run", "--params", str(ROOT / "params" / "default.yaml"), "-p", f"outputs_root={outputs}",
+                 "-p", f"{key}={given}", *(["-p", "predictions_path=null"] if key == "input_path" else [])])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("evalbook: "), err
+    assert f"-p {key}" in err
+    said = "is a directory, not a file" if problem == "a directory" else "does not exist"
+    assert f"{key} {given} {said}" in err
+    assert not outputs.exists()
 
 
 def test_corrupt_parquet_file(tmp_path):

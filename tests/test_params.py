@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -12,6 +14,7 @@ import pytest
 import yaml
 
 from evalbook import params as params_module
+from evalbook.__main__ import main
 from evalbook.params import (
     ParamsError,
     Profile,
@@ -570,3 +573,107 @@ def test_an_empty_path_override_is_refused_not_read_as_the_working_folder(tmp_pa
 def test_an_empty_predictions_path_in_a_profile_is_refused(default_values, write_profile):
     default_values["predictions_path"] = ""
     assert "predictions_path" in error_of(write_profile(default_values))
+
+
+# ---------------------------------------------------------------- refusals on the command line (issue 24)
+
+def refused_by_the_cli(capsys, params: Path, outputs: Path, *overrides: str) -> str:
+    """`run` with the overrides given: exit 2, one `evalbook: ` line, nothing written."""
+    code = main(["run", "--params", str(params), "-p", f"outputs_root={outputs}",
+                 *(arg for override in overrides for arg in ("-p", override))])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("evalbook: "), err
+    assert not outputs.exists()
+    return err
+
+
+@pytest.mark.parametrize("override, why", [
+    ("limit=abc", "limit: 'abc' is not of type 'integer', 'null'"),
+    ("judge.concurrency=-1", "judge.concurrency: -1 is less than the minimum of 1"),
+    ("models.bertscore.foo=1", "('foo' was unexpected)"),
+])
+def test_an_invalid_override_is_named_not_the_profile(tmp_path, capsys, override, why):
+    err = refused_by_the_cli(capsys, DEFAULT_PROFILE, tmp_path / "outputs", override)
+    assert f"override -p {override} is invalid: " in err and why in err
+    assert "invalid params profile" not in err
+
+
+def test_an_invalid_value_in_the_profile_still_names_the_profile(default_values, write_profile):
+    default_values["limit"] = "abc"
+    message = error_of(write_profile(default_values), {"seed": 1})
+    assert "invalid params profile" in message and "limit: 'abc'" in message and "-p" not in message
+
+
+def alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """A YAML flow sequence of `levels` lists, each of `width` aliases of the one before it:
+    a few hundred characters that stand for width**levels strings once expanded."""
+    lists = [f"&l0 [{', '.join(['lol'] * width)}]"]
+    lists += [f"&l{level} [{', '.join([f'*l{level - 1}'] * width)}]" for level in range(1, levels)]
+    return f"[{', '.join(lists)}]"
+
+
+# The refusal runs in its own process, with its memory capped and a timeout, so that a regression
+# fails this test rather than taking the machine's memory and minutes of the suite.
+BOMB_PROBE = """
+import resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+from evalbook.__main__ import main
+from evalbook.params import ParamsError, load_profile, parse_overrides
+params, outputs, *overrides = sys.argv[1:]
+start = time.monotonic()
+try:
+    load_profile(params, parse_overrides(overrides))
+except ParamsError:
+    pass
+print(f"{time.monotonic() - start:.3f}", flush=True)
+sys.exit(main(["run", "--params", params, "-p", f"outputs_root={outputs}",
+               *(arg for override in overrides for arg in ("-p", override))]))
+"""
+
+
+@pytest.mark.parametrize("where", ["description", "an extended profile's description", "a -p value"])
+def test_an_alias_bomb_is_refused_at_once_whichever_key_holds_it(tmp_path, default_values, where):
+    bomb = alias_bomb()
+    overrides = []
+    if where == "description":
+        params = tmp_path / "bomb.yaml"
+        params.write_text(yaml.safe_dump({**default_values, "description": "BOMB"}).replace("BOMB", bomb))
+        blamed = str(params)
+    elif where == "an extended profile's description":
+        parent = tmp_path / "parent.yaml"
+        parent.write_text(yaml.safe_dump({**default_values, "description": "BOMB"}).replace("BOMB", bomb))
+        params = tmp_path / "child.yaml"
+        params.write_text(f"extends: {parent.name}\nname: child\n")
+        blamed = str(parent)
+    else:
+        params, blamed = DEFAULT_PROFILE, "override"
+        overrides = [f"judge.metrics.criteria.goals={bomb}"]
+    outputs = tmp_path / "outputs"
+    completed = subprocess.run([sys.executable, "-c", BOMB_PROBE, str(params), str(outputs), *overrides],
+                               cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert completed.returncode == 2, completed.stderr[-2000:]
+    assert float(completed.stdout.split()[0]) < 1.0, "the bomb was expanded before it was refused"
+    [line] = completed.stderr.splitlines()
+    assert line.startswith("evalbook: ") and blamed in line and "alias" in line
+    assert not outputs.exists()
+
+
+def test_aliases_that_repeat_a_value_are_read_and_long_written_lists_are_not_counted_as_aliases():
+    text = "base: &base {model: m, timeout: 5}\nfirst: *base\nsecond: {<<: *base, timeout: 9}\n"
+    base = {"model": "m", "timeout": 5}
+    assert params_module.read_yaml(text) == {"base": base, "first": base, "second": {**base, "timeout": 9}}
+    nine = ["lol"] * 9
+    assert params_module.read_yaml(alias_bomb(levels=3)) == [nine, [nine] * 9, [[nine] * 9] * 9]
+    written = "[" + ", ".join(["x"] * 3 * params_module.MAX_ALIASED_VALUES) + "]"
+    assert len(params_module.read_yaml(written)) == 3 * params_module.MAX_ALIASED_VALUES
+
+
+@pytest.mark.parametrize("text, problem", [
+    (alias_bomb(levels=6), "YAML aliases expand this value to more than"),
+    ("a: &loop [x, *loop]\n", "the YAML alias *loop is inside the value it names"),
+])
+def test_aliases_that_multiply_or_never_end_are_refused_with_their_line(write_profile, text, problem):
+    path = write_profile(text)
+    message = error_of(path)
+    assert message.startswith(f"{path}: line 1, column ") and problem in message

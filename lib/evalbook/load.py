@@ -373,6 +373,8 @@ def _read_file(path: str) -> pd.DataFrame:
     if scheme not in ("file", *storage.S3_SCHEMES):
         raise LoadError(path, f"{scheme}:// is not supported: only local files, hf:// and s3:// "
                         "paths are read")
+    if scheme == "file" and Path(storage.local_path(path)).is_dir():
+        raise LoadError(path, "is a directory, not a file; give a .parquet, .csv or .jsonl file")
     suffix = PurePosixPath(path).suffix.lower()
     if suffix not in (".parquet", ".jsonl", ".ndjson", ".csv"):
         raise LoadError(path, f"unsupported file type {suffix!r}; use .parquet, .csv or .jsonl")

@@ -57,6 +57,83 @@ class ParamsError(ValueError):
     """A profile or an override that cannot be used, with the file and key it concerns."""
 
 
+# How many values YAML aliases may add to a profile beyond those written out. An alias may
+# repeat a section, but an alias bomb (lists of aliases of lists of aliases) stands for billions
+# of values in a few lines, and expanding them, as validation's messages and the params hash do,
+# took minutes and gigabytes. So a profile's size is counted, aliases expanded, as it is read.
+MAX_ALIASED_VALUES = 10_000
+
+
+class AliasesRefused(yaml.YAMLError):
+    """YAML aliases that multiply a document past MAX_ALIASED_VALUES values, or never end."""
+
+    def __init__(self, mark: yaml.Mark, problem: str):
+        super().__init__(f"line {mark.line + 1}, column {mark.column + 1}: {problem}")
+
+
+class ProfileLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, refusing (AliasesRefused) a document whose aliases expand it by more
+    than MAX_ALIASED_VALUES values, or that holds an alias of a collection inside that collection.
+
+    Each node's expanded size (itself and everything under it, each alias counted as the values
+    it stands for) is known once the node is composed, so a bomb is refused after a few hundred
+    nodes, before anything is constructed."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._expanded: dict[int, int] = {}  # id(node) -> values it stands for
+        self._written = 0  # nodes composed so far, aliases not counted
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            target = self.anchors.get(event.anchor)
+            if target is not None and id(target) not in self._expanded:
+                raise AliasesRefused(event.start_mark, f"the YAML alias *{event.anchor} is inside the "
+                                     "value it names, so that value would never end")
+            return super().compose_node(parent, index)
+        node = super().compose_node(parent, index)
+        self._written += 1
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        else:
+            children = []
+        expanded = 1 + sum(self._expanded[id(child)] for child in children)
+        self._expanded[id(node)] = expanded
+        if expanded - self._written > MAX_ALIASED_VALUES:
+            raise AliasesRefused(node.start_mark, f"YAML aliases expand this value to more than "
+                                 f"{MAX_ALIASED_VALUES} values (an alias bomb?); an alias may repeat a "
+                                 "value, not multiply it: write the values out")
+        return node
+
+
+def read_yaml(text: str) -> Any:
+    """`text` as YAML, read with ProfileLoader (PyYAML's safe loader with aliases bounded)."""
+    return yaml.load(text, Loader=ProfileLoader)  # noqa: S506 - ProfileLoader is a SafeLoader
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error on one line: where it is and what is wrong."""
+    if not isinstance(error, yaml.MarkedYAMLError):
+        return " ".join(str(error).split())
+    mark = error.problem_mark or error.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    what = "; ".join(part for part in (error.context, error.problem) if part)
+    return where + what
+
+
+def _read_profile_text(text: str, origin: str) -> Any:
+    """A profile's YAML text as values; ParamsError, naming `origin`, when it cannot be read."""
+    try:
+        return read_yaml(text)
+    except AliasesRefused as exc:
+        raise ParamsError(f"{origin}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{origin}: not valid YAML ({yaml_problem(exc)})") from exc
+
+
 @dataclass(frozen=True)
 class Profile:
     """A validated profile: its values, where it came from, and the root its paths resolve against."""
@@ -141,9 +218,11 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not key:
         raise ParamsError(f"override {text!r} is not of the form key=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = read_yaml(raw) if raw.strip() else ""
+    except AliasesRefused as exc:
+        raise ParamsError(f"override -p {key}: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ParamsError(f"override {text!r}: the value is not valid YAML ({exc})") from exc
+        raise ParamsError(f"override {text!r}: the value is not valid YAML ({yaml_problem(exc)})") from exc
     is_text_key = key in TEXT_KEYS or key.endswith(TEXT_KEY_SUFFIXES)
     if is_text_key and value is not None and not isinstance(value, str):
         value = raw.strip()
@@ -236,9 +315,10 @@ def _resolve_extends(values: dict[str, Any], path: Path, seen: tuple[Path, ...])
     if parent_path in seen:
         raise ParamsError(f"{path}: extends {parent_name} makes a cycle")
     try:
-        parent = yaml.safe_load(parent_path.read_text("utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        parent_text = parent_path.read_text("utf-8")
+    except OSError as exc:
         raise ParamsError(f"{path}: cannot read the profile it extends, {parent_path} ({exc})") from exc
+    parent = _read_profile_text(parent_text, f"{parent_path} (extended by {path})")
     if not isinstance(parent, dict):
         raise ParamsError(f"{parent_path}: a params profile must be a mapping of keys to values")
     inherited = _resolve_extends(parent, parent_path, (*seen, parent_path))
@@ -267,15 +347,48 @@ def _violation(error: jsonschema.ValidationError) -> str:
     return f"{error.message}; allowed: {allowed}" if allowed else error.message
 
 
-def validate(values: dict[str, Any], origin: str) -> None:
-    """Raise ParamsError listing every schema violation, each with its key path."""
+def override_text(key: str, value: Any) -> str:
+    """`-p key=value` as it could have been typed, for messages."""
+    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return f"-p {key}={shown}"
+
+
+def _override_at_fault(error: jsonschema.ValidationError, overrides: dict[str, Any]) -> str | None:
+    """The override key whose value broke the schema: the error is at or under it, or it is the
+    only unexpected key of a section; None when the profile's own values are at fault."""
+    path = ".".join(str(p) for p in error.absolute_path)
+    for key in overrides:
+        if path == key or path.startswith(key + "."):
+            return key
+    unexpected_keys = error.validator in ("additionalProperties", "unevaluatedProperties")
+    if unexpected_keys and isinstance(error.instance, dict):
+        # jsonschema names the unexpected keys in its message, as in "('foo' was unexpected)"
+        unexpected = [f"{path}.{name}" if path else str(name) for name in error.instance
+                      if repr(name) in error.message]
+        if unexpected and all(key in overrides for key in unexpected):
+            return unexpected[0]
+    return None
+
+
+def validate(values: dict[str, Any], origin: str, overrides: dict[str, Any] | None = None) -> None:
+    """Raise ParamsError listing every schema violation, each with its key path.
+
+    When every violation is in a value that `overrides` (dotted keys, as given with -p) set, the
+    message names those overrides on one line, and the profile `origin` only as what they were
+    applied to."""
     validator = jsonschema.Draft202012Validator(_schema())
     errors = sorted(validator.iter_errors(values), key=lambda e: list(e.absolute_path))
     if errors:
-        lines = []
-        for error in errors:
-            key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
-            lines.append(f"  - {key}: {_violation(error)}")
+        overrides = overrides or {}
+        at_fault = [_override_at_fault(error, overrides) for error in errors]
+        described = [(".".join(str(p) for p in error.absolute_path) or "(top level)", _violation(error))
+                     for error in errors]
+        if all(at_fault):
+            raise ParamsError("; ".join(f"override {override_text(key, overrides[key])} is invalid: {where}: "
+                                        f"{why}" for key, (where, why) in zip(at_fault, described))
+                              + f" (applied to {origin})")
+        lines = [f"  - {where}: {why}" + (f" (set by {override_text(key, overrides[key])})" if key else "")
+                 for key, (where, why) in zip(at_fault, described)]
         raise ParamsError(f"{origin}: invalid params profile:\n" + "\n".join(lines))
     judge = values["judge"]
     if judge["metrics"]["criteria"]["enabled"] and not judge["metrics"]["criteria"]["goals"]:
@@ -306,6 +419,25 @@ def validate(values: dict[str, Any], origin: str) -> None:
         )
 
 
+def check_input_files(profile: Profile, overrides: dict[str, Any]) -> None:
+    """Refuse a local input_path or predictions_path that is a folder or is missing, naming the
+    -p override or the profile that set it; before a run writes anything. URLs (hf://, s3://,
+    file://) are left to the load stage, which reads them."""
+    for key in ("input_path", "predictions_path"):
+        path = profile.path(key)
+        if path is None or "://" in path:
+            continue
+        if Path(path).is_dir():
+            problem = "is a directory, not a file"
+        elif not Path(path).exists():
+            problem = "does not exist"
+        else:
+            continue
+        origin = f"override -p {key}" if key in overrides else str(profile.source_path)
+        raise ParamsError(f"{origin}: {key} {path} {problem}; "
+                          f"pass -p {key}=<a .parquet, .csv or .jsonl file>")
+
+
 def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
                  override_root: Path | None = None) -> Profile:
     """Load, override and validate a profile.
@@ -318,10 +450,7 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
         text = source_path.read_text("utf-8")
     except OSError as exc:
         raise ParamsError(f"{source_path}: cannot read params profile ({exc.strerror})") from exc
-    try:
-        values = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ParamsError(f"{source_path}: not valid YAML ({exc})") from exc
+    values = _read_profile_text(text, str(source_path))
     if not isinstance(values, dict):
         raise ParamsError(f"{source_path}: a params profile must be a mapping of keys to values")
     values = _resolve_extends(values, source_path, seen=(source_path,))
@@ -334,7 +463,7 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
         if override_root is not None and isinstance(overrides.get(key), str):
             overrides[key] = resolve_path(overrides[key], override_root)
     values = apply_overrides(with_added_keys(values), own_input(values, overrides))
-    validate(values, str(source_path))
+    validate(values, str(source_path), overrides)
     return Profile(values=values, source_path=source_path, root=find_root(source_path.parent))
 
 

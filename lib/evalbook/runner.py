@@ -49,6 +49,7 @@ from evalbook.score.models import resolve_profile_models
 from evalbook.params import (
     ParamsError,
     Profile,
+    check_input_files,
     is_remote,
     load_profile,
     local_outputs_root,
@@ -375,11 +376,12 @@ def _check_remote_root(profile: Profile, run_id: str, log: TextIO) -> None:
 
 def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> PlannedRun:
     """Every check a run needs before its folder is written; ParamsError (exit 2) on the first
-    that fails: the profile and overrides, the models and the BERTScore layer, the rescaling
-    baseline, the S3 root (credentials, bucket, the run id), the local outputs root, and that
-    the run id is new on every date and in every env."""
+    that fails: the profile and overrides, the local input files, the models and the BERTScore
+    layer, the rescaling baseline, the S3 root (credentials, bucket, the run id), the local
+    outputs root, and that the run id is new on every date and in every env."""
     parsed = parse_overrides(overrides)
     profile = load_profile(params_path, parsed, override_root=Path.cwd())
+    check_input_files(profile, parsed)
     models = resolve_profile_models(profile)
     values = resolved_values(profile)
     bertscore = values["models"]["bertscore"]
