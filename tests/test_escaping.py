@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 import hostile
-from evalbook.escaping import MISSING, cell_html, escape_html, escaped_table, visible_controls
+from evalbook.escaping import (MISSING, SHOWN_CHARACTERS, cell_html, escape_html, escaped_table, readable_table,
+                               shown_text, visible_controls)
 
 
 def test_markup_is_escaped_to_text():
@@ -69,3 +70,29 @@ def test_an_escaped_table_escapes_cells_labels_and_caption():
 @pytest.mark.parametrize("frame", [pd.DataFrame(), pd.DataFrame(columns=["id", "score"])])
 def test_an_empty_table_renders(frame):
     assert "<table" in escaped_table(frame).to_html()
+
+
+# ---------------------------------------------------------------- long text on a page
+
+def test_shown_text_cuts_to_the_stated_length_and_says_how_much_is_left():
+    assert shown_text("abcdef", limit=6) == "abcdef"
+    assert shown_text("abcdef", limit=5) == "abcde… (1 more character; full text in the report JSON)"
+    assert shown_text("abcdef", limit=2) == "ab… (4 more characters; full text in the report JSON)"
+    long = "é" * (SHOWN_CHARACTERS + 1234)  # characters, not UTF-8 bytes
+    assert shown_text(long) == "é" * SHOWN_CHARACTERS + "… (1234 more characters; full text in the report JSON)"
+    assert shown_text(12345, limit=3) == "123… (2 more characters; full text in the report JSON)"
+
+
+def test_a_long_cell_is_cut_before_it_is_escaped_never_inside_an_escape():
+    cell = cell_html("<" * (SHOWN_CHARACTERS + 10) + "\x00")
+    assert cell == "&lt;" * SHOWN_CHARACTERS + "… (11 more characters; full text in the report JSON)"
+    assert cell_html("\x00" * (SHOWN_CHARACTERS + 1)).startswith("\\x00" * SHOWN_CHARACTERS + "…")
+
+
+def test_a_table_of_a_one_megabyte_answer_is_small_and_says_where_the_rest_is():
+    answer = "an answer that goes on " * 45_000 + "the end"  # 1,035,007 characters
+    frame = pd.DataFrame({"id": ["e1"], "answer": [answer], "score": [0.5]})
+    page = readable_table(frame, "answers").to_html()
+    assert len(page.encode("utf-8")) < 20_000
+    assert f"… ({len(answer) - SHOWN_CHARACTERS} more characters; full text in the report JSON)" in page
+    assert "the end" not in page and frame.at[0, "answer"] == answer  # the frame keeps the whole text

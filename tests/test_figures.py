@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import io
 from datetime import datetime, timezone
 
@@ -451,6 +452,38 @@ def test_worst_examples_of_an_unjudged_report_is_an_empty_table(unjudged):
         worst_examples_frame(unjudged, "rank")
 
 
+ONE_MEGABYTE = "a sentence of a very long answer. " * 30_840  # 1,048,560 characters
+
+
+def with_long_text(report: dict) -> dict:
+    """The report with a 1 MB answer, a 1 MB judge justification and a 1 MB unscored raw reply."""
+    long = copy.deepcopy(report)
+    long["examples"][0]["generated_answer"] = ONE_MEGABYTE
+    long["examples"][0]["judge"]["groundedness"]["statements"][0]["justification"] = ONE_MEGABYTE
+    long["examples"][3]["judge"]["criteria"]["raw_reply"] = ONE_MEGABYTE
+    return long
+
+
+def test_pages_of_a_one_megabyte_answer_are_small_and_the_report_json_keeps_it_whole(report, tmp_path):
+    from evalbook.escaping import SHOWN_CHARACTERS, readable_table
+    from evalbook.report.document import write_report
+
+    long = with_long_text(report)
+    path = write_report(long, tmp_path / "report.json")
+    written = json.loads(path.read_text("utf-8"))
+    assert written["examples"][0]["generated_answer"] == ONE_MEGABYTE
+    assert written["examples"][3]["judge"]["criteria"]["raw_reply"] == ONE_MEGABYTE
+    note = f"… ({len(ONE_MEGABYTE) - SHOWN_CHARACTERS} more characters; full text in the report JSON)"
+    pages = {f"worst {name}": worst_examples(long, name, n=5).to_html() for name in worst_example_metrics(long)}
+    pages["judged answers"] = readable_table(judged_answers(long), "judged").to_html()
+    pages["unscored"] = readable_table(unscored_judgments(long), "unscored").to_html()
+    for what, page in pages.items():
+        assert len(page.encode("utf-8")) < 200_000, what
+    for what in ("worst bertscore_f1", "worst groundedness", "judged answers", "unscored"):
+        assert note in pages[what] or "more characters; full text in the report JSON" in pages[what], what
+    assert note in pages["worst bertscore_f1"] and note in pages["unscored"]
+
+
 HOSTILE_IDS = [hostile.MATHTEXT, hostile.SCRIPT + hostile.CONTROLS, hostile.MARKDOWN_LINK, hostile.IMG,
                hostile.SVG, hostile.DETAILS]
 
@@ -541,6 +574,20 @@ def test_judge_figures_are_none_when_the_judge_did_not_run(unjudged):
         assert no_data_reason(unjudged, builder) == "the judge did not run: no judge stage in this report"
     assert by_gid(pass_rate_by_threshold(unjudged, similarity=True), "curve:sentence_cosine")
     assert no_data_reason(unjudged, "pass_rate_by_threshold", similarity=True) is None
+
+
+def test_a_figure_not_drawn_gives_the_banners_plain_reason_without_the_exception(unjudged):
+    from evalbook.judge.display import plain_reason
+
+    refused = copy.deepcopy(unjudged)
+    refused["judge_summary"]["reason"] = (
+        "no judge server reachable at 127.0.0.1:8080; to judge with the local model, run: make run "
+        "PARAMS=params/local-judge.yaml (ConnectError: [Errno 111] Connection refused)")
+    for builder in (groundedness_vs_relevance, pass_rate_by_threshold):
+        reason = no_data_reason(refused, builder)
+        assert reason == f"the judge did not run: {plain_reason(refused['judge_summary']['reason'])}"
+        assert reason.endswith("run: make run PARAMS=params/local-judge.yaml")
+        assert "ConnectError" not in reason and "Errno" not in reason and "refused" not in reason
 
 
 def test_the_quadrant_needs_both_metrics(report):

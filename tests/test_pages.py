@@ -1,5 +1,6 @@
 """Rendered notebook pages open complete with no network: lib/evalbook/publish/pages.py."""
 
+import json
 import re
 from pathlib import Path
 
@@ -252,3 +253,15 @@ def test_no_control_character_reaches_a_page_raw(tmp_path):
         assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", text), page
         assert text.count(hostile.VISIBLE_CONTROLS) == 4, page
         assert hostile.payload_elements(text) == []
+
+
+def test_the_no_code_report_of_a_run_without_a_judge_server_shows_no_exception_text(sample_runs):
+    """The sample runs point the judge at a closed port: the report JSON keeps the whole reason,
+    the no-code page's banner, headline and figure captions give it without the exception."""
+    run_dir = sample_runs.baseline.run_dir
+    report = json.loads(sample_runs.baseline.report_path.read_text("utf-8"))
+    assert "ConnectError" in report["judge_summary"]["reason"]
+    page = noinput_path(run_dir / "04_report.ipynb").read_text("utf-8")
+    assert "not drawn, the judge did not run: no judge server reachable" in page
+    for raw in ("ConnectError", "Errno", "Connection refused"):
+        assert raw not in page, raw

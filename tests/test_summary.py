@@ -149,15 +149,16 @@ def assert_links_exist(parsed: Parsed, folder: Path) -> None:
 
 # ---------------------------------------------------------------- shortening
 
-def test_long_text_is_cut_at_a_word_boundary_with_an_ellipsis():
-    words = " ".join(f"word{i:03d}" for i in range(60))  # 479 characters, 8 a word
-    cut = shortened(words)
-    assert cut.endswith("…") and len(cut) <= SHOWN_CHARACTERS + 1
-    assert words.startswith(cut[:-1]) and words[len(cut) - 1] == " "
+def test_long_text_is_cut_to_its_stated_length_saying_how_much_is_left():
     assert shortened("short\nanswer") == "short answer"
-    assert shortened("x" * 300) == "x" * SHOWN_CHARACTERS + "…"
-    exact = "a" * 199 + " b"
-    assert shortened(exact) == "a" * 199 + "…"
+    assert shortened("x" * SHOWN_CHARACTERS) == "x" * SHOWN_CHARACTERS
+    assert shortened("x" * 300) == "x" * SHOWN_CHARACTERS + "… (100 more characters; full text in the report JSON)"
+    # N counts the text the report JSON holds, its line breaks too; the one line shows them as spaces
+    lines = "line\n" * 100
+    assert shortened(lines) == " ".join(["line"] * 40) + " … (300 more characters; full text in the report JSON)"
+    megabyte = "a" * 1_000_000
+    shown = escape_markdown(shortened(megabyte))
+    assert len(shown) < 300 and "999800 more characters" in shown
 
 
 # ---------------------------------------------------------------- a run
@@ -194,13 +195,15 @@ def test_a_run_writes_its_summary_with_the_reports_numbers(sample_runs):
 def test_a_judged_runs_summary_gives_each_pass_rate_at_its_threshold(sample_runs):
     report = read_json(sample_runs.baseline.report_path)
     report["judge_summary"] = {"status": "ran", "label": "judge-x", "metrics": {
-        "groundedness": {"mean": 0.55, "pass_rate": 0.6, "threshold": 0.5, "n_unscored": 2}}}
+        "groundedness": {"mean": 0.55, "pass_rate": 0.6, "threshold": 0.5, "n_unscored": 2, "n_extra_keys": 3}}}
     report["intervals"]["metrics"]["groundedness"] = {"mean": 0.55, "low": 0.15, "high": 0.95, "n": 5,
                                                       "n_missing": 27}
     parsed = parse(run_summary_md(report, []))
     assert parsed.tables[0].row("groundedness")["pass rate"] == "0.600 at ≥ 0.5"
     assert parsed.tables[0].row("BERTScore F1")["pass rate"] == "—"
     assert parsed.tables[1].row("unscored judgments")["n"] == "2"
+    # beside the unscored: replies whose verdicts counted although the judge added keys
+    assert parsed.tables[1].row("judged replies whose extra keys were ignored")["n"] == "3"
     assert "judged by judge-x" in parsed.text
 
 

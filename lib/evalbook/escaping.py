@@ -9,6 +9,11 @@ becomes a visible escape such as `\\x00`, as do lone surrogates, which UTF-8 can
 The notebooks show such text as HTML, never as Markdown, so Markdown links, emphasis and TeX in
 it stay as written. Where user text does go into Markdown (summary.md, read in a pull request),
 `escape_markdown` makes it plain text for a Markdown reader and an HTML reader alike.
+
+A page shows at most SHOWN_CHARACTERS of any one text (`shown_text`): a 10 MB answer is kept
+whole in the report JSON, and scored whole, but a page holding it whole grows to tens of MB and
+takes a browser minutes to draw. Every table cell is cut so (cell_html), before it is escaped,
+so that a cut never falls inside an escape.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 MISSING = "\u2014"
+# Characters of one text a page shows: a long answer or a judge's reply read whole (most are a
+# paragraph or two, well under 2,000), while a table of 5 examples by 5 texts stays about 50 KB.
+SHOWN_CHARACTERS = 2_000
+CUT_NOTE = "\u2026 ({n} more {characters}; full text in the report JSON)"
 # C0 controls but tab, newline and carriage return; DEL and the C1 controls; lone surrogates.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -34,6 +43,19 @@ def _visible(match: re.Match[str]) -> str:
 def visible_controls(text: str) -> str:
     """`text` with each control character (and lone surrogate) written as its escape, `\\x00`."""
     return _CONTROL.sub(_visible, text)
+
+
+def shown_text(value: Any, limit: int = SHOWN_CHARACTERS) -> str:
+    """The text of `value` (str() of it) as a page shows it: its first `limit` characters, and
+    when it is longer, `… (N more characters; full text in the report JSON)` with the N left out.
+
+    It cuts characters (code points) of the text itself: escape the result, never cut an
+    escaped text."""
+    text = str(value)
+    left_out = len(text) - limit
+    if left_out <= 0:
+        return text
+    return text[:limit] + CUT_NOTE.format(n=left_out, characters="character" if left_out == 1 else "characters")
 
 
 def escape_html(value: Any) -> str:
@@ -70,12 +92,12 @@ def _is_missing(value: Any) -> bool:
 
 def cell_html(value: Any, precision: int = 3) -> str:
     """A table cell: a number to `precision` decimals (integers whole), a missing value as an em
-    dash, anything else escaped by escape_html."""
+    dash, anything else cut to SHOWN_CHARACTERS by shown_text, then escaped by escape_html."""
     if _is_missing(value):
         return MISSING
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)):
         return f"{float(value):.{precision}f}"
-    return escape_html(value)
+    return escape_html(shown_text(value))
 
 
 def escaped_table(frame: pd.DataFrame, caption: str | None = None, precision: int = 3) -> Styler:
@@ -91,8 +113,8 @@ def escaped_table(frame: pd.DataFrame, caption: str | None = None, precision: in
 
 
 def readable_table(frame: pd.DataFrame, caption: str) -> Styler:
-    """A table of examples styled for reading: full text wrapped (never cut short), escaped by
-    evalbook.escaping, numbers to 3 decimals, missing values as an em dash."""
+    """A table of examples styled for reading: text wrapped, each cell cut to SHOWN_CHARACTERS
+    and escaped (cell_html), numbers to 3 decimals, missing values as an em dash."""
     return (escaped_table(frame, caption).hide(axis="index")
             .set_table_styles([
                 {"selector": "td", "props": "white-space: pre-wrap; max-width: 32em; "

@@ -7,7 +7,8 @@ run's pages. `comparison_summary_md(comparison, baseline, candidate, links)` giv
 warning (few examples paired, other datasets: evalbook.compare.tables), the gate (or
 that none was applied), each compared metric's paired delta with its interval and how many
 examples got better, worse or stayed, the pass rates and counts of both runs, the three largest
-regressions with their question and both answers shortened, and links to the comparison's pages.
+regressions with their question and both answers shortened (`shortened`), and links to the
+comparison's pages.
 
 Numbers carry 3 decimals. Every text that comes from a report or a comparison goes through
 `escape_markdown`, so nothing in it renders as markup, a link, an image or a table break. Links
@@ -26,7 +27,7 @@ from urllib.parse import quote
 
 from evalbook.compare.gate import PASS_SUFFIX
 from evalbook.compare.tables import pairing_warnings
-from evalbook.escaping import escape_markdown
+from evalbook.escaping import escape_markdown, shown_text
 from evalbook.files import write_new
 from evalbook.report.headline import counts
 from evalbook.judge.display import plain_reason
@@ -35,7 +36,9 @@ from evalbook.metrics import metric as registered
 
 SUMMARY_NAME = "summary.md"
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # the file GitHub Actions shows as the job's summary
-SHOWN_CHARACTERS = 200  # of a question or an answer in a regression
+# of a question or an answer in a regression: three rows of three texts side by side stay a
+# table a pull request's reader takes in at a glance (a run's pages show 2,000)
+SHOWN_CHARACTERS = 200
 REGRESSIONS_SHOWN = 3
 MISSING = "—"
 
@@ -63,15 +66,9 @@ def interval(low: Any, high: Any) -> str:
 
 
 def shortened(text: Any, limit: int = SHOWN_CHARACTERS) -> str:
-    """`text` with its whitespace runs as single spaces, cut to at most `limit` characters at
-    the last word boundary (mid-word only when one word is longer), then an ellipsis."""
-    flat = " ".join(str(text).split())
-    if len(flat) <= limit:
-        return flat
-    cut = flat[:limit]
-    if flat[limit] != " " and " " in cut:
-        cut = cut.rsplit(" ", 1)[0]
-    return cut.rstrip() + "…"
+    """`text` cut to `limit` characters by evalbook.escaping.shown_text (which says how many
+    more the report JSON holds), on one line: each whitespace run is one space."""
+    return " ".join(shown_text(text, limit).split())
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[bool]) -> str:

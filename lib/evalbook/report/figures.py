@@ -7,7 +7,8 @@ label and one colour everywhere, from the registry (evalbook.metrics).
 
 No data: a figure builder returns None when there is nothing to draw (no retrieval data, the
 judge did not run, no score); `no_data_reason(report, builder)` says why, for the notebook to
-print.
+print: in the reader's words, so a judge that did not run is said as the banner says it
+(evalbook.judge.display.plain_reason), without the exception's text.
 
 Figures are made through pyplot and detached from it at once (`plt.close`), so Jupyter shows a
 figure only when a cell returns or displays it, and none piles up in pyplot's registry. Nothing
@@ -34,6 +35,7 @@ from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from evalbook.escaping import visible_controls
 from evalbook.files import write_atomically
+from evalbook.judge.display import plain_reason
 from evalbook.metrics import metric as registered
 from evalbook.metrics import names
 from evalbook.report.reader import RunReport
@@ -429,7 +431,7 @@ def _f1_cosine_gap(report: dict[str, Any]) -> str | None:
 def _judge_gap(report: dict[str, Any], metrics: Iterable[str]) -> str | None:
     summary = report["judge_summary"]
     if summary["status"] != "ran":
-        return f"the judge did not run: {summary['reason']}"
+        return f"the judge did not run: {plain_reason(summary['reason'])}"
     off = [m for m in metrics if m not in summary["metrics"]]
     return f"the judge did not score {' or '.join(off)} (not enabled)" if off else None
 
