@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import uuid
@@ -349,6 +350,126 @@ def test_unknown_flag_is_rejected(report: dict):
 def test_wrong_schema_version_is_rejected(report: dict):
     report["schema_version"] = "2.0"
     assert "schema_version" in rejection(report)
+
+
+# ---------------------------------------------------------------- each metric's range
+
+JUDGE_LABEL = "judge-0123456789abcdef"
+
+
+def judge_entry(score: float) -> dict:
+    """A judge metric's entry for an example judged twice, both repeats giving `score`."""
+    repeat = {"score": score, "passed": score >= 0.5, "unscored_reason": None}
+    return {"score": score, "unscored_reason": None, "passed": score >= 0.5, "repeats": [repeat, dict(repeat)],
+            "spread": {"n_scored": 2, "min": score, "max": score, "std": 0.0}, "flipped": False}
+
+
+def judge_outcome() -> dict:
+    """Every judge metric of the registry scored on e1-e4, each example judged twice."""
+    from evalbook.metrics import names
+    from evalbook.stats import summarize
+
+    scores = {"e1": 0.0, "e2": 0.25, "e3": 0.75, "e4": 1.0}
+    records = {i: {"status": "judged", "label": JUDGE_LABEL, **{m: judge_entry(s) for m in names("judge")}}
+               for i, s in scores.items()}
+    records["e5"] = {"status": "not_sampled", "label": JUDGE_LABEL}
+    summary = summarize(list(scores.values()))
+    metrics = {m: {"label": JUDGE_LABEL, "mean": summary["mean"], "p10": summary["p10"], "p50": summary["p50"],
+                   "p90": summary["p90"], "n_scored": 4, "n_unscored": 0, "unscored_reasons": {},
+                   "threshold": 0.5, "threshold_is_placeholder": True, "pass_rate": 0.5, "calls": 8,
+                   "cache_hits": 0, "errors": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                   "cost_usd": "unknown"} for m in names("judge")}
+    return {"summary": {"status": "ran", "reason": None, "label": JUDGE_LABEL, "note": None,
+                        "eligibility": None, "sampling": None, "metrics": metrics, "totals": None},
+            "models_judge": None, "records": records}
+
+
+def scale_fields(report: dict) -> list[tuple[str, tuple]]:
+    """(metric, path) of every number on a metric's scale: each example's value of a similarity
+    or judge metric (with a judged example's repeats and spread), each summary's mean and
+    percentiles (top-k match's rate), and each interval's mean and bounds."""
+    from evalbook.metrics import METRICS
+
+    fields = []
+    for m in METRICS:
+        if m.kind == "retrieval":  # an example's match is a boolean, its rank an integer from 1
+            continue
+        for index, example in enumerate(report["examples"]):
+            if m.value(example) is None:
+                continue
+            fields.append((m.name, ("examples", index, *m.example_path)))
+            if m.kind == "judge":
+                entry = ("examples", index, "judge", m.name)
+                fields += [(m.name, (*entry, "repeats", 1, "score")), (m.name, (*entry, "spread", "min")),
+                           (m.name, (*entry, "spread", "max"))]
+        fields += [(m.name, (*m.summary_path, key)) for key in ("mean", "p10", "p50", "p90")]
+    fields.append(("top_k_match", ("retrieval_summary", "top_k_match_rate")))
+    fields += [(name, ("intervals", "metrics", name, key)) for name in report["intervals"]["metrics"]
+               for key in ("mean", "low", "high")]
+    return fields
+
+
+def set_field(report: dict, path: tuple, value) -> dict:
+    edited = copy.deepcopy(report)
+    node = edited
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return edited
+
+
+@pytest.fixture
+def judged_report() -> dict:
+    report = make_report(judge=judge_outcome())
+    validate_report(report)
+    return report
+
+
+def test_the_shipped_schema_holds_the_registry_s_ranges_as_generated():
+    from evalbook.report.schema import with_metric_ranges
+
+    shipped = report_schema()
+    assert shipped == with_metric_ranges(shipped), "run: python -m evalbook.report.schema"
+
+
+def test_a_bertscore_f1_of_7_5_is_rejected_naming_the_field(report: dict):
+    report["examples"][0]["answer_similarity"]["bertscore"]["f1"] = 7.5
+    message = rejection(report)
+    assert "examples/0/answer_similarity/bertscore/f1" in message and "7.5" in message
+
+
+def test_every_value_on_a_metric_s_scale_is_checked_against_the_registry_s_range(judged_report: dict):
+    from evalbook.metrics import metric
+
+    fields = scale_fields(judged_report)
+    assert {name for name, _ in fields} == {"bertscore_f1", "bertscore_precision", "bertscore_recall",
+                                           "sentence_cosine", "top_k_match", "groundedness", "relevance",
+                                           "criteria"}
+    for name, path in fields:
+        low, high = metric(name).value_range
+        for value in (low - 0.01, high + 0.01):
+            message = rejection(set_field(judged_report, path, value))
+            assert "/".join(map(str, path)) in message, (path, value, message)
+        validate_report(set_field(judged_report, path, low))
+        validate_report(set_field(judged_report, path, high))
+
+
+def test_float_error_at_a_range_s_end_is_accepted(judged_report: dict):
+    just_over = math.nextafter(1.0, 2.0)  # a cosine of a text with itself, in float64
+    report = set_field(judged_report, ("examples", 0, "answer_similarity", "sentence_cosine"), just_over)
+    report = set_field(report, ("examples", 1, "answer_similarity", "sentence_cosine"), -just_over)
+    validate_report(set_field(report, ("examples", 0, "judge", "relevance", "score"), -just_over))
+
+
+@pytest.mark.parametrize("suffix", ["-rescaled", "-custom-rescaled"])
+def test_rescaled_bertscore_has_no_floor_but_keeps_its_ceiling(report: dict, suffix: str):
+    report["provenance"]["bertscore_hash"] += suffix
+    low = set_field(report, ("examples", 0, "answer_similarity", "bertscore", "f1"), -4.2)
+    validate_report(set_field(low, ("answer_similarity_summary", "bertscore_recall", "p10"), -3.0))
+    assert "examples/0/answer_similarity/bertscore/f1" in rejection(
+        set_field(report, ("examples", 0, "answer_similarity", "bertscore", "f1"), 1.5))
+    assert "examples/0/answer_similarity/sentence_cosine" in rejection(
+        set_field(report, ("examples", 0, "answer_similarity", "sentence_cosine"), -1.5)), "not BERTScore"
 
 
 # ---------------------------------------------------------------- writing

@@ -13,7 +13,7 @@ seaborn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 Kind = Literal["similarity", "retrieval", "judge"]
@@ -31,6 +31,10 @@ class Metric:
     summary_path: tuple[str, ...]  # keys from the report to its summary
     value_range: tuple[float | None, float | None]  # (lowest, highest); None where unbounded
     mean_key: str | None = "mean"  # the summary's key for the run's mean; None: it has none
+    # the summary's keys on the metric's scale, which the report schema bounds by value_range
+    summary_statistics: tuple[str, ...] = ("mean", "p10", "p50", "p90")
+    # the range with bert-score's baseline rescaling on, where it differs from value_range
+    rescaled_range: tuple[float | None, float | None] | None = None
     higher_is_better: bool = True
     in_comparison: bool = True  # paired example by example in a comparison
     headline: bool = False  # among the numbers a reader sees first: the run index, worst examples
@@ -64,9 +68,19 @@ class Metric:
         return None if summary is None or self.mean_key is None else summary.get(self.mean_key)
 
 
+# bert-score's baseline rescaling, (s - b) / (1 - b), keeps 1 at 1 but sends -1 below -1, as far
+# as the baseline b is close to 1: a rescaled BERTScore has no floor.
+RESCALED_BERTSCORE = (None, 1.0)
+
+
 def _similarity(name: str, label: str, colour: str, *path: str, headline: bool = False) -> Metric:
     return Metric(name, "similarity", label, colour, ("answer_similarity", *path),
                   ("answer_similarity_summary", name), (-1.0, 1.0), headline=headline)
+
+
+def _bertscore(name: str, label: str, colour: str, part: str, headline: bool = False) -> Metric:
+    return replace(_similarity(name, label, colour, "bertscore", part, headline=headline),
+                   rescaled_range=RESCALED_BERTSCORE)
 
 
 def _judge(name: str, colour: str, lowest: float = 0.0) -> Metric:
@@ -75,17 +89,18 @@ def _judge(name: str, colour: str, lowest: float = 0.0) -> Metric:
 
 
 METRICS: tuple[Metric, ...] = (
-    _similarity("bertscore_f1", "BERTScore F1", "#0173b2", "bertscore", "f1", headline=True),
-    _similarity("bertscore_precision", "BERTScore precision", "#56b4e9", "bertscore", "precision"),
-    _similarity("bertscore_recall", "BERTScore recall", "#029e73", "bertscore", "recall"),
+    _bertscore("bertscore_f1", "BERTScore F1", "#0173b2", "f1", headline=True),
+    _bertscore("bertscore_precision", "BERTScore precision", "#56b4e9", "precision"),
+    _bertscore("bertscore_recall", "BERTScore recall", "#029e73", "recall"),
     _similarity("sentence_cosine", "sentence cosine", "#de8f05", "sentence_cosine", headline=True),
     Metric("top_k_match", "retrieval", "top-k match", "#949494", ("retrieval", "top_k_match"),
-           ("retrieval_summary",), (0.0, 1.0), mean_key="top_k_match_rate", headline=True),
+           ("retrieval_summary",), (0.0, 1.0), mean_key="top_k_match_rate",
+           summary_statistics=("top_k_match_rate",), headline=True),
     # A rank is missing where the gold was not retrieved, so pairing ranks would skip exactly
     # the failures: the comparison pairs top_k_match instead.
     Metric("rank", "retrieval", "retrieval rank", "#949494", ("retrieval", "rank"),
-           ("retrieval_summary",), (1.0, None), mean_key=None, higher_is_better=False,
-           in_comparison=False),
+           ("retrieval_summary",), (1.0, None), mean_key=None, summary_statistics=(),
+           higher_is_better=False, in_comparison=False),
     _judge("groundedness", "#d55e00"),
     _judge("relevance", "#cc78bc", lowest=-1.0),  # a cosine of question embeddings
     _judge("criteria", "#ca9161"),
