@@ -44,6 +44,16 @@ def test_the_profile_s_note_on_the_judge_is_not_shown_when_the_judge_did_not_run
     assert "smoke test" not in text and [tag for tag, _ in elements].count("p") == 1
 
 
+def test_the_banner_says_how_many_replies_held_a_secret_and_how_many_cached_ones_were_dropped():
+    summary = ran_summary(None)
+    summary["totals"] = {"n_redacted": 3, "n_cache_dropped": 2}
+    _, text = hostile.read_markup(banner(summary))
+    assert "3 replies held the judge's key or another secret of the profile" in text
+    assert "2 cached replies held a secret: they were dropped, never served, and asked again." in text
+    summary["totals"] = {"n_redacted": 0, "n_cache_dropped": 0}
+    assert "secret" not in hostile.read_markup(banner(summary))[1]
+
+
 def test_the_banner_of_a_judge_with_set_thresholds_and_a_source_column_says_only_what_was_judged():
     summary = ran_summary(None)
     summary["eligibility"]["no_source_column"] = False
@@ -55,6 +65,7 @@ def test_the_banner_of_a_judge_with_set_thresholds_and_a_source_column_says_only
 
 def summary_with_two_metrics() -> dict:
     groundedness = {"mean": 0.75, "p10": 0.5, "p50": 0.75, "p90": 1.0, "n_scored": 2, "n_unscored": 1,
+                    "n_extra_keys": 1,
                     "threshold": 0.5, "threshold_is_placeholder": True, "pass_rate": 0.5,
                     "unscored_reasons": {"no statements": 1}, "calls": 3, "cache_hits": 0, "errors": 1,
                     "prompt_tokens": 900, "completion_tokens": 120, "cost_usd": 0.0012}
@@ -75,7 +86,9 @@ def shown_cells(frame: pd.DataFrame) -> list[str]:
 def test_the_scores_table_has_one_row_per_metric_with_its_threshold_read_in_words():
     table = scores_table(summary_with_two_metrics())
     assert list(table.index) == ["relevance", "groundedness"]
-    assert list(table.columns) == ["mean", "p10", "p50", "p90", "scored", "unscored", "threshold", "pass rate"]
+    assert list(table.columns) == ["mean", "p10", "p50", "p90", "scored", "unscored", "extra keys ignored",
+                                   "threshold", "pass rate"]
+    assert table.loc["groundedness", "extra keys ignored"] == 1
     assert table.loc["groundedness", "threshold"] == "0.500 (placeholder)"
     assert table.loc["relevance", "threshold"] == "0.700"
     assert table.loc["relevance", "mean"] == -0.25 and table.loc["groundedness", "unscored"] == 1

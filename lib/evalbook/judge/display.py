@@ -11,7 +11,7 @@ from evalbook.escaping import escape_html
 # The summary's statistics of each metric, by the column a reader sees; the threshold is shown
 # apart, read in words, and the calls, tokens and cost are a second table.
 SCORE_COLUMNS = {"mean": "mean", "p10": "p10", "p50": "p50", "p90": "p90", "scored": "n_scored",
-                 "unscored": "n_unscored"}
+                 "unscored": "n_unscored", "extra keys ignored": "n_extra_keys"}
 CALL_COLUMNS = {"calls": "calls", "cache hits": "cache_hits", "errors": "errors",
                 "prompt tokens": "prompt_tokens", "completion tokens": "completion_tokens"}
 
@@ -46,6 +46,13 @@ def banner(summary: dict[str, Any]) -> str:
             from evalbook.judge.estimate import describe
 
             paragraphs.append(f"Before the first call: {escape_html(describe(summary['estimate']))}.")
+        totals = summary.get("totals") or {}
+        if totals.get("n_redacted"):
+            paragraphs.append(f"{totals['n_redacted']} replies held the judge's key or another secret "
+                              "of the profile, which was replaced by [redacted] before anything was kept.")
+        if totals.get("n_cache_dropped"):
+            paragraphs.append(f"{totals['n_cache_dropped']} cached replies held a secret: they were "
+                              "dropped, never served, and asked again.")
         # the profile's note qualifies the judge's results, so it is shown only when there are some
         if summary.get("note"):
             paragraphs.append(f"<strong>Note:</strong> {escape_html(summary['note'])}")

@@ -82,8 +82,10 @@ def counts(report: dict[str, Any]) -> list[tuple[str, int]]:
     headline's and summary.md's."""
     given = report.get("counts") or {}
     shown = [(text, given[key]) for key, text in COUNTS if given.get(key) is not None]
-    judged = ((report.get("judge_summary") or {}).get("metrics") or {}).values()
-    return shown + [("unscored judgments", sum(m.get("n_unscored") or 0 for m in judged))]
+    judged = list(((report.get("judge_summary") or {}).get("metrics") or {}).values())
+    shown.append(("unscored judgments", sum(m.get("n_unscored") or 0 for m in judged)))
+    extra = sum(m.get("n_extra_keys") or 0 for m in judged)
+    return shown + ([("judged replies whose extra keys were ignored", extra)] if extra else [])
 
 
 def _counts_line(data: dict[str, Any]) -> str:
