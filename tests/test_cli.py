@@ -39,3 +39,26 @@ def test_every_command_s_help_lists_every_option(capsys):
         for action in command._actions:
             for option in action.option_strings or [action.dest]:
                 assert option in shown, (name, option)
+
+
+@pytest.mark.parametrize("command, function", [
+    (["compare", "--baseline", "s3://runs/a.json", "--candidate", "s3://runs/b.json"], "run_comparison"),
+    (["calibrate", "--run", "s3://runs/a.json", "--labels", "labels.csv"], "run_calibration"),
+])
+def test_a_report_that_cannot_be_read_exits_2_and_a_refused_upload_1(monkeypatch, capsys, command, function):
+    from evalbook.publish.storage import StorageReadError
+    from evalbook.runner import PublishFailed
+
+    def unreadable(*args, **kwargs):
+        raise StorageReadError("cannot read s3://runs/a.json: there is no such object")
+
+    monkeypatch.setattr(f"evalbook.runner.{function}", unreadable)
+    assert main(command) == 2
+    assert capsys.readouterr().err == "evalbook: cannot read s3://runs/a.json: there is no such object\n"
+
+    def refused(*args, **kwargs):
+        raise PublishFailed("access denied to write s3://runs/x.json")
+
+    monkeypatch.setattr(f"evalbook.runner.{function}", refused)
+    assert main(command) == 1
+    assert "access denied to write s3://runs/x.json" in capsys.readouterr().err

@@ -332,6 +332,20 @@ def test_duplicate_ids_are_an_error_naming_the_report_and_the_id():
         pair_examples(baseline["examples"], make_report({"a": 0.5})["examples"])
 
 
+def test_check_pairable_names_the_report_file_the_ids_and_the_flag():
+    from evalbook.compare.document import check_pairable
+    from evalbook.report.reader import RunReport
+
+    baseline, candidate = make_report({"a": 0.5, "b": 0.6}), make_report({"a": 0.5, "b": 0.6}, tag="cand")
+    check_pairable(RunReport(baseline, "runs/base.json"), RunReport(candidate, "runs/cand.json"))
+    candidate["examples"] += [copy.deepcopy(candidate["examples"][1]) for _ in range(2)]
+    with pytest.raises(ComparisonError) as refused:
+        check_pairable(RunReport(baseline, "runs/base.json"), RunReport(candidate, "runs/cand.json"))
+    assert str(refused.value).startswith("the candidate report runs/cand.json holds duplicate example ids")
+    assert "b (3 times)" in str(refused.value) and "--candidate" in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
 def test_a_changed_question_under_the_same_id_is_reported():
     doc = compare(make_report({"a": 0.5, "b": 0.6}),
                   make_report({"a": 0.5, "b": 0.6}, tag="cand", questions={"b": "something else"}))
@@ -804,6 +818,17 @@ def test_the_verdict_leads_with_each_headline_delta_and_warns_on_thin_pairing():
     assert "<strong>Warning:</strong> the two runs share no example id" in verdict_html(apart)
     few = compare(make_report({f"e{i}": 0.5 for i in range(10)}), make_report({"e0": 0.4, "x": 0.1}, tag="cand"))
     assert pairing_warnings(few)[0].startswith("only 1 examples are paired, of the baseline's 10")
+
+
+def test_a_run_compared_with_itself_is_warned_about_first_as_other_datasets_are():
+    from evalbook.compare.tables import pairing_warnings, verdict_html
+
+    report = make_report({"a": 0.5, "b": 0.6})
+    itself = compare(report, copy.deepcopy(report))
+    warning = f"the baseline and the candidate are the same run ({report['run_id']})"
+    assert pairing_warnings(itself) == [f"{warning}: every delta is 0, so nothing is compared"]
+    assert f"<strong>Warning:</strong> {warning}" in verdict_html(itself)
+    assert pairing_warnings(compare(report, make_report({"a": 0.5, "b": 0.6}))) == []
 
 
 def test_the_verdict_says_what_changed_between_the_runs():

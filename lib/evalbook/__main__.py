@@ -14,9 +14,10 @@ A run id may be shortened to its first 8 or more characters when no other run's 
 a prefix that several runs share is refused, listing them.
 
 Exit codes: 0 on success, 1 when a stage or an upload fails, 2 when the profile, an override, a
-model, the outputs root, a named run or a labels file is unusable (found before anything is
-written), 130 when SIGINT (Ctrl-C) and 143 when SIGTERM stopped the command (128 + the signal, as
-a shell reports a process the signal ended); an interrupted run is marked "interrupted" in its run.json. A
+model, the outputs root, a named run or report (missing, unreadable on disk or on S3, or with a
+repeated example id) or a labels file is unusable (found before anything is written), 130 when
+SIGINT (Ctrl-C) and 143 when SIGTERM stopped the command (128 + the signal, as a shell reports a
+process the signal ended); an interrupted run is marked "interrupted" in its run.json. A
 comparison never fails on what it finds: it is a report. Only with `--fail-on` rules (the opt-in
 regression gate) does compare exit 3, when a rule failed; a rule that cannot be applied exits 2.
 """
@@ -183,17 +184,22 @@ def main(argv: list[str] | None = None) -> int:
 def _handle(args: argparse.Namespace) -> int:
     """Run the command; each failure the user can act on becomes one message and an exit code."""
     from evalbook.calibrate.labels import LabelError
+    from evalbook.compare import ComparisonError
     from evalbook.compare.gate import RuleError
     from evalbook.calibrate.settings import CalibrationError
     from evalbook.score.models import ModelUnavailableError
     from evalbook.params import ParamsError
     from evalbook.layout import RunNotFound
+    from evalbook.publish.storage import StorageReadError
     from evalbook.runner import PublishFailed, RunFailed, RunInterrupted
 
+    # A command reads its inputs (reports, local or on S3) before it writes, and a read failure
+    # after that is a RunFailed, so a StorageReadError that gets here has written nothing. A
+    # refused upload is not one: it comes as PublishFailed.
     try:
         return args.handler(args)
     except (ParamsError, ModelUnavailableError, RunNotFound, LookupError, FileNotFoundError,
-            LabelError, CalibrationError, RuleError) as error:
+            LabelError, CalibrationError, RuleError, ComparisonError, StorageReadError) as error:
         print(f"evalbook: {error}", file=sys.stderr)
         return 2
     except PublishFailed as error:

@@ -679,8 +679,10 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     comparison JSON, executed notebook, HTML and figures go beside the candidate's report, under
     `comparisons/`; for a candidate on S3 they are written locally, then uploaded beside it.
     `fail_on` holds the regression gate's rules (evalbook.compare.gate); a rule that cannot be
-    applied to the two runs is a RuleError before anything is written.
+    applied to the two runs is a RuleError before anything is written, and a report whose
+    examples cannot be paired by id (a repeated id) a ComparisonError.
     """
+    from evalbook.compare.document import check_pairable
     from evalbook.compare.gate import check_rules, parse_rules
     from evalbook.compare.tables import pairing_warnings
     from evalbook.report.reader import ReportUnreadable, read_report
@@ -700,6 +702,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
         baseline_report, candidate_report = read_report(baseline_location), read_report(candidate_location)
     except ReportUnreadable as error:  # a named run that cannot be used: exit 2, before any write
         raise RunNotFound(str(error)) from error
+    check_pairable(baseline_report, candidate_report)
     check_rules(fail_on, baseline_report, candidate_report)
     baseline_id, candidate_id = baseline_report.run_id, candidate_report.run_id
     created = datetime.now(timezone.utc)

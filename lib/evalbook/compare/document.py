@@ -61,21 +61,39 @@ class Pairing:
     candidate: dict[str, dict[str, Any]]
 
 
-def _by_id(examples: Sequence[dict[str, Any]], side: str) -> dict[str, dict[str, Any]]:
+# At most this many repeated ids are named in an error; the rest are counted.
+SHOWN_DUPLICATES = 10
+
+
+def _by_id(examples: Sequence[dict[str, Any]], side: str, location: str | None = None) -> dict[str, dict[str, Any]]:
+    report = f"the {side} report {location}" if location else f"the {side} report"
     by_id: dict[str, dict[str, Any]] = {}
     duplicates: dict[str, int] = {}
     for position, example in enumerate(examples):
         example_id = example.get("id")
         if not isinstance(example_id, str):
-            raise ComparisonError(f"the {side} report's example {position} has no string id: {example_id!r}")
+            raise ComparisonError(f"{report}: its example {position} has no string id: {example_id!r}")
         if example_id in by_id:
             duplicates[example_id] = duplicates.get(example_id, 1) + 1
         by_id[example_id] = example
     if duplicates:
-        listed = ", ".join(f"{i} ({count} times)" for i, count in duplicates.items())
-        raise ComparisonError(f"the {side} report holds duplicate example ids, so examples cannot "
+        listed = ", ".join(f"{i} ({count} times)" for i, count in list(duplicates.items())[:SHOWN_DUPLICATES])
+        more = len(duplicates) - SHOWN_DUPLICATES
+        listed += f" and {more} more" if more > 0 else ""
+        raise ComparisonError(f"{report} holds duplicate example ids, so examples cannot "
                               f"be paired by id: {listed}")
     return by_id
+
+
+def check_pairable(baseline: RunReport, candidate: RunReport) -> None:
+    """Raise ComparisonError, naming the report, the ids and the option that picks another run,
+    when either report's examples cannot be paired by id (an id missing or repeated). The
+    command line calls it before a comparison writes anything."""
+    for side, report in (("baseline", baseline), ("candidate", candidate)):
+        try:
+            _by_id(report.examples, side, report.location)
+        except ComparisonError as error:
+            raise ComparisonError(f"{error}; correct the report, or compare another run (--{side})") from None
 
 
 def pair_examples(baseline_examples: Sequence[dict[str, Any]],

@@ -32,11 +32,15 @@ def _shown_location(location: str) -> str:
 
 
 def pairing_warnings(doc: dict[str, Any]) -> list[str]:
-    """What a reader must know before any delta: no or few shared examples, another dataset."""
+    """What a reader must know before any delta: one run compared with itself, no or few shared
+    examples, another dataset."""
     pairing = doc["pairing"]
     paired = pairing["n_paired"]
     sizes = {side: paired + pairing[f"n_only_{side}"] for side in ("baseline", "candidate")}
     warnings = []
+    if doc["baseline"]["run_id"] == doc["candidate"]["run_id"]:
+        warnings.append(f"the baseline and the candidate are the same run ({doc['baseline']['run_id']}): "
+                        "every delta is 0, so nothing is compared")
     if paired == 0:
         warnings.append(f"the two runs share no example id (baseline {sizes['baseline']}, candidate "
                         f"{sizes['candidate']} examples): nothing is compared")

@@ -56,6 +56,11 @@ class StorageError(RuntimeError):
     """A report root that cannot be read or written; the message names the URL and the cause."""
 
 
+class StorageReadError(StorageError):
+    """A file or object that cannot be read (missing, denied, unreachable). Reading never
+    writes, so unlike a refused upload it leaves nothing behind."""
+
+
 def is_remote(root: str | os.PathLike) -> bool:
     """True for a URL with a scheme (`s3://bucket/prefix`, `gs://...`), False for a local path or
     a `file://` URL."""
@@ -340,17 +345,20 @@ def _listing_error(error: Exception, listing: str, filesystem: s3fs.S3FileSystem
 
 def read_bytes(location: str | os.PathLike) -> bytes:
     """The whole content of a local file (a path or a file:// URL) or of the object at an
-    s3:// URL, read with one GetObject request."""
+    s3:// URL, read with one GetObject request; StorageReadError naming it when it cannot be read."""
     text = os.fspath(location)
     if not is_remote(text):
         path = Path(local_path(text))
         try:
             return path.read_bytes()
         except OSError as error:
-            raise StorageError(f"cannot read {path}: {error.strerror or error}") from error
-    _s3_location(text)
+            raise StorageReadError(f"cannot read {path}: {error.strerror or error}") from error
+    try:
+        _s3_location(text)
+    except StorageError as error:
+        raise StorageReadError(str(error)) from None
     filesystem = _s3_filesystem()
     try:
         return filesystem.cat_file(text)
-    except Exception as error:  # noqa: BLE001 - every failure becomes a StorageError naming the URL
-        raise _storage_error(error, "GetObject", text, filesystem) from error
+    except Exception as error:  # noqa: BLE001 - every failure becomes a StorageReadError naming the URL
+        raise StorageReadError(str(_storage_error(error, "GetObject", text, filesystem))) from error
