@@ -143,8 +143,9 @@ def noise_table(summary: dict[str, Any]) -> pd.DataFrame:
 
 
 def unscored_table(records: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """Every unscored judgment with its reason and the judge's whole raw reply (a reply cut short
-    would hide why it did not parse; show it with evalbook.escaping.readable_table, which wraps)."""
+    """Every unscored judgment with its reason and the judge's whole raw reply (show it with
+    evalbook.escaping.readable_table, which wraps it and shows the first SHOWN_CHARACTERS: enough to
+    see why it did not parse, while a page stays small; judge.json keeps the whole reply)."""
     rows = []
     for example_id, record in records.items():
         for metric, entry in record.items():
