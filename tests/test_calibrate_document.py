@@ -22,7 +22,7 @@ from sklearn import metrics
 import hostile
 from evalbook.calibrate import figures, tables
 from evalbook.calibrate.document import build_calibration, validate_calibration, write_calibration
-from evalbook.calibrate.labels import match_labels, read_labels
+from evalbook.calibrate.labels import Matched, match_labels, read_labels
 from evalbook.calibrate.settings import CalibrationError, Settings
 from evalbook.judge.score import threshold_reading
 from evalbook.metrics import metric as registered
@@ -514,8 +514,15 @@ def test_a_metric_with_one_labelled_value_is_skipped_with_its_reason(tmp_path):
 
 def test_every_metric_skipped_is_a_calibration_error(tmp_path):
     report, rows = noisy_run()
+    labels = read_labels(write_labels(tmp_path, [row for row in rows if row["id"] == "q00"]))
+    # match_labels refuses a single labelled example first (test_calibrate_labels); the document
+    # keeps its own guard for a Matched built otherwise
+    matched = Matched(ids=("q00",), unknown_ids=(),
+                      unlabelled_ids=tuple(e["id"] for e in report["examples"] if e["id"] != "q00"))
     with pytest.raises(CalibrationError, match="no metric of run run-0001 has 2 labelled values"):
-        calibrate(report, write_labels(tmp_path, [row for row in rows if row["id"] == "q00"]))
+        build_calibration(report, labels, matched, report_location="outputs/run/report.json",
+                          labels_sha256=None, created_at=datetime(2026, 12, 1, 13, tzinfo=timezone.utc),
+                          calibration_id="calibration-1", settings=SETTINGS)
 
 
 # ---------------------------------------------------------------- 8. the schema and the file

@@ -524,9 +524,9 @@ def test_match_labels_counts_and_lists(tmp_path):
 
 def test_match_labels_counts_each_id_once_with_several_raters(tmp_path):
     labels = rated(tmp_path, [("q1", "ana", "3", ""), ("q1", "ben", "4", ""),
-                              ("q2", "ana", "2", "")])
-    matched = match_labels(labels, ["q1"], "run-a")
-    assert (matched.ids, matched.unknown_ids) == (("q1",), ("q2",))
+                              ("q2", "ana", "2", ""), ("q3", "ben", "5", "")])
+    matched = match_labels(labels, ["q1", "q3"], "run-a")
+    assert (matched.ids, matched.unknown_ids) == (("q1", "q3"), ("q2",))
 
 
 def test_no_label_id_in_the_run(tmp_path):
@@ -546,3 +546,118 @@ def test_no_label_id_in_the_run_says_when_ids_differ_only_by_case_or_spaces(tmp_
     assert f"none of the 2 ids in {path} is an example of run run-b" in message
     assert ("differ from the run's only in case and leading or trailing spaces (for example "
             "'ex1' vs 'EX1', 'ex2' vs ' ex2')") in message
+
+
+@pytest.mark.parametrize(("label_ids", "run_ids", "shown"), [
+    (["ex1"], ["ex1", "ex2", "ex3"], "only 1 of the 1 ids in"),  # one labelled example in all
+    (["ex1", "ex8", "ex9"], ["ex1", "ex2"], "only 1 of the 3 ids in"),  # one of them in the run
+])
+def test_a_single_labelled_example_of_the_run_is_refused_with_the_minimum(tmp_path, label_ids, run_ids,
+                                                                           shown):
+    path = write_labels(tmp_path, "csv", [{"id": i, "label": "4"} for i in label_ids])
+    with pytest.raises(LabelError) as info:
+        match_labels(read_labels(path), run_ids, "run-c")
+    assert_names(info.value, path, "id", [1])
+    message = str(info.value)
+    assert f"{shown} {path} ('ex1') is an example of run run-c" in message, message
+    assert "at least 2 labelled examples" in message, message
+
+
+# ---------------------------------------------------------------- files that are not labels files
+
+def empty_file(tmp_path: Path) -> str:
+    path = tmp_path / "labels.csv"
+    path.write_bytes(b"")
+    return str(path)
+
+
+def header_only(tmp_path: Path) -> str:
+    path = tmp_path / "labels.csv"
+    path.write_text("id,label\n", encoding="utf-8")
+    return str(path)
+
+
+def missing(tmp_path: Path) -> str:
+    return str(tmp_path / "missing.csv")
+
+
+def latin1_labels(tmp_path: Path) -> str:
+    path = tmp_path / "labels.csv"
+    path.write_bytes("id,label,note\nex1,4,caf\u00e9\n".encode("latin-1"))
+    return str(path)
+
+
+def directory(tmp_path: Path) -> str:
+    path = tmp_path / "labels.csv"
+    path.mkdir()
+    return str(path)
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (empty_file, "the file is empty (0 bytes): there are no labels to calibrate with"),
+    (header_only, "has a header but no data rows: there are no labels to calibrate with"),
+    (latin1_labels, "byte 0xe9 on line 2, character 10, is not UTF-8"),
+    (directory, "is a folder, not a labels file"),
+    (missing, "no such file"),
+], ids=["empty", "header only", "latin-1", "a folder", "missing"])
+def test_a_path_that_is_no_labels_file_is_a_label_error_in_the_labels_words(tmp_path, make, said):
+    path = make(tmp_path)
+    with pytest.raises(LabelError) as info:  # the command line turns a LabelError into one line
+        read_labels(path)
+    message = str(info.value)
+    assert message.startswith(f"file {path}"), message
+    assert said in message, message
+    assert "nothing to score" not in message and "file not found" not in message, message
+
+
+# ---------------------------------------------------------------- values off the scale most labels use
+
+def one_to_five(*extra: str) -> list[dict]:
+    """Two labels at each of 1-5 (ex1 .. ex10), then `extra` (ex11, ...)."""
+    return labelled(*[str(n) for n in (1, 2, 3, 4, 5) * 2], *extra)
+
+
+@pytest.mark.parametrize("fmt", LABEL_FORMATS)
+def test_values_off_the_scale_most_labels_use_are_refused_by_row_and_id(tmp_path, fmt):
+    error, path = raises_label_error(tmp_path, fmt, one_to_five("7", "-3", "99"))
+    assert_names(error, path, "label", [11, 12, 13])
+    message = str(error)
+    assert ("3 labels lie outside 1-5, the range the other 10 labels use: 7 (row 11, id 'ex11'), "
+            "-3 (row 12, id 'ex12'), 99 (row 13, id 'ex13')") in message, message
+    assert "--label-kind continuous" in message, message
+
+
+@pytest.mark.parametrize("value", ["7", "-3", "99", "12"])
+def test_each_value_off_the_scale_is_refused_alone(tmp_path, value):
+    error, path = raises_label_error(tmp_path, "csv", one_to_five(value))
+    assert_names(error, path, "label", [11])
+    assert f"1 label lies outside 1-5, the range the other 10 labels use: {value} (row 11, id 'ex11')" \
+        in str(error), str(error)
+
+
+def test_a_declared_ordinal_kind_is_checked_too(tmp_path):
+    error, path = raises_label_error(tmp_path, "csv", one_to_five("7"), kind="ordinal")
+    assert_names(error, path, "label", [11])
+
+
+def test_declaring_the_labels_continuous_accepts_values_off_the_scale(tmp_path):
+    labels = read_rows(tmp_path, "csv", one_to_five("7", "-3", "99"), "continuous")
+    assert sorted(labels.table["label"])[:2] == [-3.0, 1.0] and labels.table["label"].max() == 99.0
+
+
+@pytest.mark.parametrize("values", [
+    ("1", "3", "4", "5", "5", "3") * 2,  # a 1-5 scale on which nobody gave a 2
+    ("2", "3", "2", "3", "4", "3") * 2,  # a 1-5 scale whose labels cluster low: 4 is the next level
+    ("1", "2", "3", "4", "5", "1", "2", "3", "4", "5", "6", "7"),  # a 1-7 scale, its top rarely used
+    ("1", "1", "1", "1", "2", "3", "4", "5") * 2,  # mostly 1s on a 1-5 scale
+    ("1", "3", "5") * 4,  # every other level of a 1-5 scale
+    tuple(str(n) for n in range(12)),  # 0-11: twelve levels
+    ("0.25", "1", "0.75", "0") * 3,  # fractions of 0-1
+    ("4", "3.5", "-1", "0.5", "2") * 2,  # a measure spread evenly, with no common scale of its own
+    ("-2", "-1", "0", "1", "2", "0") * 2,  # a scale around 0
+    ("0", "1", "1", "0") * 3,
+    ("1", "2", "3", "4", "5", "1", "2", "3", "4", "5", "0"),  # 0 beside 1-5: a 0-5 scale, perhaps
+    ("1", "2", "3", "4", "5", "1", "2", "99", "4"),  # nine labels: too few to tell a scale by
+])
+def test_labels_on_one_scale_pass_the_check(tmp_path, values):
+    assert len(read_rows(tmp_path, "csv", labelled(*values)).table) == len(values)

@@ -178,9 +178,12 @@ def _run_state(folder: Path) -> str:
     return f"{folder}/run.json says status {record.get('status')!r}{stage}"
 
 
-def find_report(outputs_root: Path | str, ref: str, env: str | None = None) -> str:
+def find_report(outputs_root: Path | str, ref: str, env: str | None = None, *,
+                unreported: str = "there is nothing to compare") -> str:
     """The report that `ref` names: a report location ending in `.json` (a local file must
     exist; an s3:// URL is used as is), or a run id or id prefix looked up under `outputs_root`.
+    `unreported` ends the message about a run that has a folder but no report, in the words of
+    the command that needed it.
     """
     ref = str(ref).strip().removeprefix("file://")
     if ref.endswith(".json"):
@@ -209,7 +212,7 @@ def find_report(outputs_root: Path | str, ref: str, env: str | None = None) -> s
     if folders:
         raise RunNotFound(f"run {ref} has a run folder but no report (looked for {looked}): "
                           + "; ".join(_run_state(folder) for folder in folders)
-                          + ". The run did not reach 04_report; there is nothing to compare.")
+                          + f". The run did not reach 04_report; {unreported}.")
     missing_root = "" if root.is_dir() else f" (the folder {root} does not exist)"
     raise RunNotFound(f"no report for run id {ref}: looked for {looked}{missing_root}")
 

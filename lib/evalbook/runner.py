@@ -774,11 +774,12 @@ def run_calibration(params_path: str, run: str | None, labels: str,
     successful run of the profile's env) and a labels file.
 
     The labels are read, checked and matched to the run's examples before anything is written,
-    so a bad labels file stops here (LabelError). The calibration JSON goes in the run folder's
+    so a bad labels file, labels off the scale most of them use, or fewer than two labelled
+    examples of the run stop here (LabelError). The calibration JSON goes in the run folder's
     `calibration/`, beside its own folder (executed notebook, HTML, figures, params.yaml); for a
     run on S3 they are written locally, then uploaded into the run's folder there.
     """
-    from evalbook.calibrate.context import latest_run
+    from evalbook.calibrate.context import run_to_calibrate
     from evalbook.calibrate.labels import match_labels, read_labels
     from evalbook.calibrate.settings import Settings
     from evalbook.report.reader import ReportUnreadable, read_report
@@ -789,7 +790,7 @@ def run_calibration(params_path: str, run: str | None, labels: str,
     given = {key: value for key, value in (notebook_parameters or {}).items() if value is not None}
     settings = Settings(**{("seed" if key == "bootstrap_seed" else key): value for key, value in given.items()})
     try:
-        location = find_report(local_root, run, profile["env"]) if run else latest_run(local_root, profile["env"])
+        location = run_to_calibrate(local_root, run, profile["env"])
         report = read_report(location)
     except ReportUnreadable as error:  # a named run that cannot be used: exit 2, before any write
         raise RunNotFound(str(error)) from error

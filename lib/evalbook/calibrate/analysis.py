@@ -14,12 +14,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from evalbook.calibrate import agreement
-from evalbook.calibrate.settings import Settings
+from evalbook.calibrate.settings import MIN_EXAMPLES, Settings
 from evalbook.judge.score import threshold_reading
 from evalbook.metrics import Metric
 from evalbook.report.reader import RunReport, judge_entry
-
-MIN_VALUES = 2  # a rank correlation needs two labelled values at least
 
 
 def configured_threshold(metric: Metric, report: RunReport) -> tuple[float | None, str]:
@@ -128,8 +126,8 @@ def calibrate_metric(metric: Metric, report: RunReport, examples: Sequence[dict[
         "n_missing": int((~present).sum()), "skipped_reason": None, "rank_agreement": None,
         "pass_fail": None, "score_levels": None, "disagreements": [],
     }
-    if entry["n"] < MIN_VALUES:
-        entry["skipped_reason"] = f"only {entry['n']} labelled example(s) have a value; at least {MIN_VALUES} are needed"
+    if entry["n"] < MIN_EXAMPLES:
+        entry["skipped_reason"] = f"only {entry['n']} labelled example(s) have a value; at least {MIN_EXAMPLES} are needed"
         return entry
     values = np.array([value for value in raw if value is not None], dtype=np.float64)
     scores = _flip(metric, values)
@@ -141,7 +139,7 @@ def calibrate_metric(metric: Metric, report: RunReport, examples: Sequence[dict[
     if passed is not None:
         outcome = [flag for flag, keep in zip(passed, present) if keep]
         defined = np.array([flag is not None for flag in outcome])
-        if defined.sum() >= MIN_VALUES:
+        if defined.sum() >= MIN_EXAMPLES:
             entry["pass_fail"] = _pass_fail(metric, report, scores[defined],
                                             np.array([bool(f) for f in outcome if f is not None]),
                                             entry["score_levels"], settings)

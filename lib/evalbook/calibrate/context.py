@@ -22,6 +22,9 @@ from evalbook.params import (find_root, is_remote, load_profile, local_outputs_r
 from evalbook.report.reader import RunReport, read_report
 
 CALIBRATION_FILE = "calibration.json"
+# how a run without a report (one that failed or was stopped before 04_report) is refused
+UNREPORTED = ("it has no scores to calibrate against the labels: name a run that succeeded with --run, "
+              "or leave --run out to calibrate the latest successful one")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,12 @@ def latest_run(local_root: Path, env: str) -> str:
     return str(runs[-1])
 
 
+def run_to_calibrate(local_root: Path, run: str | None, env: str) -> str:
+    """The report of the run `run` names (id, prefix, report path or URL), or of the latest
+    successful run of `env` when it is None."""
+    return find_report(local_root, run, env, unreported=UNREPORTED) if run else latest_run(local_root, env)
+
+
 def open_calibration(params_path: str, run: str | None, labels_path: str, *, run_dir: str | None = None,
                      run_id: str | None = None, calibration_path: str | None = None,
                      **settings: Any) -> CalibrationContext:
@@ -74,7 +83,7 @@ def open_calibration(params_path: str, run: str | None, labels_path: str, *, run
     profile = load_profile(locate_profile(params_path))
     local_root = local_outputs_root(profile)
     chosen = replace(DEFAULTS, **{key: value for key, value in settings.items() if value is not None})
-    location = find_report(local_root, run, profile["env"]) if run else latest_run(local_root, profile["env"])
+    location = run_to_calibrate(local_root, run, profile["env"])
     report = read_report(location)
     if not is_remote(labels_path):
         labels_path = str(locate_notebook_file(labels_path, "labels file", "labels_path"))

@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 
 from evalbook.calibrate import agreement
-from evalbook.calibrate.analysis import MIN_VALUES, calibrate_metric
+from evalbook.calibrate.analysis import calibrate_metric
 from evalbook.calibrate.labels import Labels, Matched
-from evalbook.calibrate.settings import DEFAULTS, CalibrationError, Settings
+from evalbook.calibrate.settings import DEFAULTS, MIN_EXAMPLES, CalibrationError, Settings
 from evalbook.files import write_atomically
 from evalbook.metrics import METRICS, Metric
 from evalbook.metrics import metric as registered
@@ -118,7 +118,7 @@ def build_calibration(report: RunReport | dict[str, Any], labels: Labels, matche
     metrics = [calibrate_metric(m, report, examples, label_values, outcome, notes, settings)
                for m in _calibrated_metrics(report)]
     if not any(entry["skipped_reason"] is None for entry in metrics):
-        raise CalibrationError(f"no metric of run {report.run_id} has {MIN_VALUES} labelled values: nothing to calibrate")
+        raise CalibrationError(f"no metric of run {report.run_id} has {MIN_EXAMPLES} labelled values: nothing to calibrate")
     n_pass = sum(flag is True for flag in outcome)
     n_fail = sum(flag is False for flag in outcome)
     return {

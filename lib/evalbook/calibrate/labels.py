@@ -4,7 +4,9 @@ A labels file (CSV, JSONL or Parquet; local or s3://, read by `evalbook.load.rea
 the columns `id` and `label`, and optionally `rater` and `note`; any other column is kept out
 and named in `Labels.ignored_columns`. A label is a binary word (pass/fail, true/false, yes/no,
 any case, surrounding spaces allowed), a boolean, or a finite number, written as a number or as
-numeric text. Every problem is a `LabelError` naming the file, the column and the rows.
+numeric text. Every problem is a `LabelError` naming the file, the column and the rows, including
+a path that is no labels file, labels far off the scale most of them use (unless the kind is
+declared continuous), and a file with fewer than two examples of the run.
 
 The label kind is declared (`--label-kind`) or inferred, and `Labels.kind_reason` says which.
 """
@@ -16,12 +18,13 @@ import numbers
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from evalbook.calibrate.settings import LABEL_KINDS
+from evalbook.calibrate.settings import LABEL_KINDS, MIN_EXAMPLES
 from evalbook.load import (
     LoadError,
     _near_miss_kind,
@@ -30,6 +33,7 @@ from evalbook.load import (
     _shown_pairs,
     read_records,
 )
+from evalbook.publish.storage import is_remote, local_path
 
 KIND_FLAG = "--label-kind"
 COLUMNS = ("id", "label", "rater", "note")
@@ -42,6 +46,13 @@ MAX_ORDINAL_LEVELS = 11
 # means as a label
 NUMBER_TEXT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 NOT_FINITE_TEXT = re.compile(r"[+-]?(nan|inf|infinity)", re.IGNORECASE)
+# The rating scales people label on, narrowest first; the one most labels fall on is where a
+# label far outside it (a 7 or a 99 among 1-5s) is caught as a slip.
+COMMON_SCALES = ((0, 1), (1, 3), (1, 4), (0, 4), (1, 5), (0, 5), (1, 7), (1, 10), (0, 10), (0, 100))
+ACCEPT_OFF_SCALE = f"{KIND_FLAG} continuous"
+SHOWN_OFF_SCALE = 5  # labels off the scale named in a message, each with its row and id
+# Below this many labels, a level nobody used says little about the scale: no label is refused.
+MIN_LABELS_FOR_SCALE = 10
 
 # How a label cell reads: one of these sorts, and its value when it has one.
 MISSING, WORD, NUMBER = "missing", "word", "number"
@@ -233,6 +244,14 @@ def _number_text(value: float) -> str:
     return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
+def _span_text(low: float, high: float) -> str:
+    """"1-5", or "-2 to 2" when a minus sign would make the dash ambiguous."""
+    low_text, high_text = _number_text(low), _number_text(high)
+    if low_text == high_text:
+        return low_text
+    return f"{low_text}-{high_text}" if low >= 0 else f"{low_text} to {high_text}"
+
+
 def _inferred_kind(values: list[float], sorts: list[str]) -> tuple[str, str]:
     """The kind the labels read as, and a sentence saying why."""
     levels = sorted(set(values))
@@ -242,7 +261,7 @@ def _inferred_kind(values: list[float], sorts: list[str]) -> tuple[str, str]:
                 if has_words else "only the values 0 and 1")
         return "binary", f"inferred: {what}; declare another with {KIND_FLAG}"
     low, high = _number_text(levels[0]), _number_text(levels[-1])
-    span = low if low == high else f"{low}-{high}" if levels[0] >= 0 else f"{low} to {high}"
+    span = _span_text(levels[0], levels[-1])
     plural = "s" if len(levels) > 1 else ""
     if all(level.is_integer() for level in levels):
         if len(levels) <= MAX_ORDINAL_LEVELS:
@@ -253,6 +272,55 @@ def _inferred_kind(values: list[float], sorts: list[str]) -> tuple[str, str]:
                                f"with {KIND_FLAG}")
     return "continuous", (f"inferred: numbers {low} to {high}, not all whole; declare another "
                           f"with {KIND_FLAG}")
+
+
+def _scale_most_use(values: list[float]) -> tuple[float, float] | None:
+    """The span of the labels on the scale most of them use; None when no common scale holds most.
+
+    That scale is the narrowest of COMMON_SCALES holding more than half of the labels, widened, as
+    long as a label lies within one step of either end, to that label. A step is the widest gap
+    between two neighbouring levels on the scale (1 when it holds one level): the next level as
+    the labels space them (1, 3 take in 5; 0.5, 2, 3.5 take in -1), not a label past a level
+    nobody used (1-5 do not take in 7).
+    """
+    most = [(low, high) for low, high in COMMON_SCALES
+            if sum(low <= value <= high for value in values) * 2 > len(values)]
+    if not most:
+        return None
+    low, high = min(most, key=lambda scale: scale[1] - scale[0])  # the first of the narrowest
+    inside = sorted({value for value in values if low <= value <= high})
+    step = float(max(np.diff(inside))) if len(inside) > 1 else 1.0
+    bottom, top = inside[0], inside[-1]
+    levels = sorted(set(values))
+    for level in levels:  # upwards
+        if top < level <= top + step:
+            top = level
+    for level in reversed(levels):  # downwards
+        if bottom - step <= level < bottom:
+            bottom = level
+    return bottom, top
+
+
+def _check_on_one_scale(path: str, ids: list[str], values: list[float], rows: list[int]) -> None:
+    """Labels far outside the scale most labels use are a LabelError naming each one's row and id:
+    they are most likely slips, and would move every median and pass/fail silently."""
+    span = _scale_most_use(values) if len(values) >= MIN_LABELS_FOR_SCALE else None
+    if span is None:
+        return
+    bottom, top = span
+    off = [(row, identifier, value) for row, identifier, value in zip(rows, ids, values)
+           if not bottom <= value <= top]
+    if not off:
+        return
+    shown = ", ".join(f"{_number_text(value)} (row {row}, id {identifier!r})"
+                      for row, identifier, value in off[:SHOWN_OFF_SCALE])
+    more = f", and {len(off) - SHOWN_OFF_SCALE} more" if len(off) > SHOWN_OFF_SCALE else ""
+    n_on, several = len(values) - len(off), len(off) > 1
+    raise LabelError(path, f"{len(off)} {'labels lie' if several else 'label lies'} outside "
+                     f"{_span_text(bottom, top)}, the range the other {n_on} labels use: {shown}{more}; "
+                     f"correct {'them' if several else 'it'}, or, if {'they are' if several else 'it is'} "
+                     f"meant, declare {ACCEPT_OFF_SCALE} to accept labels off that scale",
+                     column="label", rows=[row for row, _, _ in off])
 
 
 def _names(frame: pd.DataFrame, path: str, column: str, what: str,
@@ -316,6 +384,31 @@ def _check_columns(frame: pd.DataFrame, path: str) -> tuple[str, ...]:
     return tuple(c for c in present if c not in COLUMNS)
 
 
+def _label_error(error: LoadError) -> LabelError:
+    """The reader's LoadError as a LabelError, which the command line reports in one line, in the
+    words of a labels file (the reader's "nothing to score" is about examples)."""
+    where = str(LoadError(error.file, "", error.column, error.rows))  # "file ...; column ...: "
+    message = str(error)[len(where):].replace("nothing to score", "there are no labels to calibrate with")
+    return LabelError(error.file, message, column=error.column, rows=error.rows)
+
+
+def _read_frame(path: str) -> pd.DataFrame:
+    """The labels file's records; a path that is no readable labels file is a LabelError."""
+    if not is_remote(path):
+        local = Path(local_path(path))
+        if local.is_dir():
+            raise LabelError(path, "is a folder, not a labels file: give the path of a .csv, .jsonl or "
+                             ".parquet file (--labels)")
+        if not local.exists():
+            raise LabelError(path, "no such file: check the path given to --labels")
+    try:
+        return read_records(path)
+    except LabelError:
+        raise
+    except LoadError as error:
+        raise _label_error(error) from error
+
+
 def read_labels(path: str, kind: str | None = None) -> Labels:
     """Read and check a labels file; `kind` is "ordinal", "binary" or "continuous", or None to
     infer it (only binary words or 0/1: binary; whole numbers with at most 11 levels: ordinal;
@@ -323,7 +416,7 @@ def read_labels(path: str, kind: str | None = None) -> Labels:
     if kind is not None and kind not in LABEL_KINDS:
         raise LabelError(path, f"label kind {kind!r} is not one of "
                          f"{', '.join(repr(k) for k in LABEL_KINDS)} ({KIND_FLAG})", column="label")
-    frame = read_records(path)
+    frame = _read_frame(path)
     ignored = _check_columns(frame, path)
     ids = _names(frame, path, "id", "ids", "every row needs the id of the example it labels; "
                  "these are missing or empty")
@@ -331,10 +424,13 @@ def read_labels(path: str, kind: str | None = None) -> Labels:
     raters, notes = _raters(frame, path), _notes(frame, path)
     rows = frame["__row"].astype(int).tolist()
     _check_unique(path, ids, raters, rows)
+    if kind is not None:
+        _check_declared(path, kind, frame, values, sorts)
+    if kind != "continuous":  # a declared continuous measure has no scale to be off
+        _check_on_one_scale(path, ids, values, rows)
     if kind is None:
         kind, kind_reason = _inferred_kind(values, sorts)
     else:
-        _check_declared(path, kind, frame, values, sorts)
         kind_reason = "declared"
     table = pd.DataFrame({
         "id": pd.Series(ids, dtype=object),
@@ -360,14 +456,26 @@ def _no_match_error(path: str, label_ids: list[str], run_ids: list[str],
     return LabelError(path, message + detail, column="id")
 
 
+def _too_few_error(labels: Labels, label_ids: list[str], matched: tuple[str, ...],
+                   run_name: str) -> LabelError:
+    rows = labels.table.loc[labels.table["id"].isin(matched), "row"].tolist()
+    return LabelError(labels.path, f"only {len(matched)} of the {len(label_ids)} ids in {labels.path} "
+                      f"({_shown(list(matched))}) is an example of run {run_name}; a calibration needs "
+                      f"at least {MIN_EXAMPLES} labelled examples of the run: label more of its examples, "
+                      "or check that the labels are for this run (--run)", column="id", rows=rows)
+
+
 def match_labels(labels: Labels, run_ids: list[str], run_name: str) -> Matched:
     """The labelled examples of a run, the label ids it does not have, and its unlabelled
-    examples. No label id in the run at all is a LabelError."""
+    examples. No label id in the run at all is a LabelError; so are fewer labelled examples than
+    a calibration needs (MIN_EXAMPLES), since no statistic could be computed."""
     label_ids = list(dict.fromkeys(labels.table["id"]))
     labelled, in_run = set(label_ids), set(run_ids)
     matched = tuple(identifier for identifier in run_ids if identifier in labelled)
     if not matched:
         raise _no_match_error(labels.path, label_ids, list(run_ids), run_name)
+    if len(matched) < MIN_EXAMPLES:
+        raise _too_few_error(labels, label_ids, matched, run_name)
     return Matched(ids=matched,
                    unknown_ids=tuple(i for i in label_ids if i not in in_run),
                    unlabelled_ids=tuple(i for i in run_ids if i not in labelled))

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from evalbook.compare.settings import whole_number
 
 LABEL_KINDS = ("ordinal", "binary", "continuous")
+# A rank correlation, a ROC curve and a threshold each need two labelled examples at least.
+MIN_EXAMPLES = 2
 
 
 class CalibrationError(ValueError):
