@@ -22,6 +22,7 @@ Stages                  what they compute                                 what t
                         local llama.cpp server
 - report/               04_report                                         <run_id>.json, figures/
     document              assembles, validates and writes the report
+    schema                the metric ranges of report-v1.json, from the registry
     reader                reads a report (local or S3): a typed view
     headline              the first screen: means with intervals, pins, counts
     figures, tables       what 04 shows
@@ -45,6 +46,7 @@ Stages                  what they compute                                 what t
 Shared
 - metrics       the metric registry: name, kind, label, colour, direction, range, where it sits
 - calls         what the judge's and generate's calls share: their worker-thread loop, retry waits
+- redaction     the one redactor: the profile's secrets out of every response stored or shown
 - runner        runs the stages with Papermill               params.yaml, run.json, FAILED, RUNNING
 - kernel        the stage kernel's transport: local IPC sockets, not TCP
 - pipeline      the stage code of 00-04 and their file names
