@@ -26,6 +26,7 @@ from evalbook.judge.prompts import PromptTemplate, load_template
 from evalbook.judge.protocol import JUDGED_METRICS, JudgedMetric
 from evalbook.judge.score import PLACEHOLDER_THRESHOLD, Score
 from evalbook.redaction import Redactor, profile_secrets
+from evalbook.score.models import quiet_weight_loading
 from evalbook.stats import summarize
 
 MISSING_SOURCE = "(missing)"
@@ -110,7 +111,7 @@ def describe_judge(config: dict[str, Any], templates: dict[str, PromptTemplate],
 
 def server_reachable(settings: JudgeSettings, timeout: float = 3.0, http_transport=None) -> str | None:
     """None when `GET <base_url>/models` answers; otherwise the reason, for a `not_run` record."""
-    import httpx
+    import httpx  # here, not at the top: a stage that judges nothing does not pay its import
 
     try:
         headers = {"Authorization": f"Bearer {settings.api_key()}"} if settings.api_key_env else {}
@@ -344,9 +345,7 @@ def not_run(reason: str, config: dict[str, Any] | None) -> dict[str, Any]:
 # ---------------------------------------------------------------- the whole stage
 
 def local_embedder(folder: Path) -> Callable[[list[str]], np.ndarray]:
-    from sentence_transformers import SentenceTransformer
-
-    from evalbook.score.scoring import quiet_weight_loading
+    from sentence_transformers import SentenceTransformer  # imports torch: only for a local embedder
 
     with quiet_weight_loading():
         model = SentenceTransformer(str(folder))
@@ -369,6 +368,7 @@ class OpenAIEmbedder:
     makes no call; `usage` counts the calls, the cache hits and the tokens the endpoint reports."""
 
     def __init__(self, settings: JudgeSettings, model_name: str, cache: JudgeCache, http_transport=None):
+        # here, not at the top: openai and httpx take a while to import, and only this embedder uses them
         import httpx
         from openai import OpenAI
 
@@ -391,7 +391,7 @@ class OpenAIEmbedder:
                 self.usage.cache_hits += 1
         missing = [text for text in dict.fromkeys(texts) if text not in vectors]
         if missing:
-            import openai
+            import openai  # the module for its error classes; slow to import, as above
 
             try:
                 response = self.client.embeddings.create(model=self.usage.model, input=missing)

@@ -14,8 +14,11 @@ import hashlib
 import importlib.util
 import os
 import socket
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from evalbook.params import ParamsError
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 HUB_HOST = "huggingface.co"
@@ -66,7 +69,7 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def _hub_folder(repo_id: str) -> Path:
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # slow to import: only for hub: references
 
     try:
         return Path(snapshot_download(repo_id, local_files_only=True))
@@ -114,15 +117,30 @@ def resolve_model(name: str, source: str, root: Path, expected_sha256: str | Non
     return ResolvedModel(name=name, source=source, folder=folder, weights_sha256=actual)
 
 
+@contextmanager
+def quiet_weight_loading():
+    """Hide transformers' weight-loading bar: loading takes a fraction of a second, and the bar
+    would only clutter the notebook."""
+    # Imported here, not at the top: transformers takes seconds to import, and resolving models
+    # (the command line's checks) needs none of it.
+    from transformers.utils import logging as transformers_logging
+
+    bars_were_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars_were_on:
+            transformers_logging.enable_progress_bar()
+
+
 def check_bertscore_layer(profile, model: ResolvedModel) -> None:
     """Raise ParamsError when `models.bertscore.num_layers` is beyond the model's last layer.
 
     bert-score reads hidden state `num_layers`; a model with L layers has states 0..L, state 0
     being the embeddings, so 1..L are usable. Without this check the run fails only in 02_score.
     """
-    from transformers import AutoConfig
-
-    from evalbook.params import ParamsError
+    from transformers import AutoConfig  # slow to import: resolving models needs none of it
 
     wanted = profile["models"]["bertscore"]["num_layers"]
     available = AutoConfig.from_pretrained(model.folder).num_hidden_layers

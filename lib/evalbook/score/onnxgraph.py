@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from evalbook.files import write_atomically
+from evalbook.score.models import quiet_weight_loading
 
 BACKENDS = ("torch", "onnxruntime")
 OPSET = 17
@@ -73,9 +74,7 @@ def export_graph(folder: Path, keep_layers: int) -> bytes:
     Eager attention, because the TorchScript tracer records its masking as plain tensor ops;
     batch and sequence axes are dynamic.
     """
-    from transformers import AutoModel
-
-    from evalbook.score.scoring import quiet_weight_loading
+    from transformers import AutoModel  # slow to import: only when a graph is exported
 
     with quiet_weight_loading():
         model = AutoModel.from_pretrained(str(folder), attn_implementation="eager")
@@ -174,7 +173,7 @@ class OnnxForward:
     """A forward pass through onnxruntime: token ids in, float32 hidden states of chosen layers out."""
 
     def __init__(self, graph: CachedGraph, threads: int, providers: Sequence[str]):
-        import onnxruntime
+        import onnxruntime  # here, not at the top: only the onnxruntime backend pays its import
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads

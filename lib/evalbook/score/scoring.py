@@ -36,7 +36,6 @@ import math
 import os
 import sys
 import warnings
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -50,7 +49,7 @@ from tqdm.auto import tqdm
 
 from evalbook.metrics import SCORE_FLAGS, names
 from evalbook.score.embcache import CacheStats, EmbeddingCache, MemoryLRU, entry_key, model_identity
-from evalbook.score.models import ResolvedModel
+from evalbook.score.models import ResolvedModel, quiet_weight_loading
 from evalbook.score.onnxgraph import BACKENDS, OnnxForward, OnnxGraphCache, backend_versions
 from evalbook.params import embedding_cache_path
 from evalbook.provenance import bertscore_hash
@@ -148,7 +147,7 @@ class OnnxSettings:
 def onnx_providers(device: torch.device) -> tuple | None:
     """onnxruntime's execution providers for `device`, or None when this onnxruntime build has
     none for it (then scoring falls back to torch)."""
-    import onnxruntime
+    import onnxruntime  # here, not at the top: only the onnxruntime backend pays its import
 
     if device.type == "cpu":
         return ("CPUExecutionProvider",)
@@ -217,21 +216,6 @@ def read_baseline(path: str, num_layers: int) -> tuple[float, float, float]:
     return tuple(float(row.iloc[0][c]) for c in ("P", "R", "F"))  # type: ignore[return-value]
 
 
-@contextmanager
-def quiet_weight_loading():
-    """Hide transformers' weight-loading bar: loading takes a fraction of a second, and the bar
-    would only clutter the notebook."""
-    from transformers.utils import logging as transformers_logging
-
-    bars_were_on = transformers_logging.is_progress_bar_enabled()
-    transformers_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if bars_were_on:
-            transformers_logging.enable_progress_bar()
-
-
 class TorchForward:
     """A forward pass through torch on `device`: token ids in, float32 hidden states of chosen
     layers out, in main memory."""
@@ -262,7 +246,7 @@ class TokenEncoder:
 
     def __init__(self, folder: Path, keep_layers: int | None = None, *, model_id: str,
                  device: torch.device = torch.device("cpu"), onnx: OnnxSettings | None = None):
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel, AutoTokenizer  # slow to import: only when encoding
 
         self.folder = folder
         self.sequences_encoded = 0
