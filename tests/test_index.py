@@ -300,7 +300,7 @@ def test_calibrations_get_their_own_table_with_rho_alpha_and_links(outputs):
 # ---------------------------------------------------------------- live, crashed and interrupted runs
 
 def _marker(run_dir: Path, **fields) -> None:
-    from evalbook.publish.index import running_marker
+    from evalbook.runs import running_marker
 
     record = json.loads(running_marker(at(9)))
     (run_dir / "RUNNING").write_text(json.dumps({**record, **fields}))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evalbook import layout
+from evalbook import layout, runs
 from evalbook.layout import RunNotFound
 
 STARTED = datetime(2026, 11, 30, 9, 15, tzinfo=timezone.utc)
@@ -121,10 +121,11 @@ def test_latest_reports_are_the_newest_successful_runs_of_the_env(tmp_path: Path
     new = make_run(tmp_path, SECOND, started=datetime(2026, 11, 29, tzinfo=timezone.utc))
     make_run(tmp_path, OTHER, status="failed", report=False)
     make_run(tmp_path, "in-another-env", env="prod")
-    assert layout.latest_reports(tmp_path, "local", 2) == [layout.report_path(old), layout.report_path(new)]
-    assert layout.latest_reports(tmp_path, "local", 1) == [layout.report_path(new)]
-    assert layout.latest_reports(tmp_path, "local", 5) == [layout.report_path(old), layout.report_path(new)]
-    assert layout.latest_reports(tmp_path, "staging", 2) == []
+    # the latest successful runs are found from the runs' state: evalbook.runs
+    assert runs.latest_reports(tmp_path, "local", 2) == [layout.report_path(old), layout.report_path(new)]
+    assert runs.latest_reports(tmp_path, "local", 1) == [layout.report_path(new)]
+    assert runs.latest_reports(tmp_path, "local", 5) == [layout.report_path(old), layout.report_path(new)]
+    assert runs.latest_reports(tmp_path, "staging", 2) == []
 
 
 def test_find_run_folder_by_id_by_folder_and_one_id_in_two_folders(tmp_path: Path):

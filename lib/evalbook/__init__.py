@@ -48,6 +48,9 @@ Shared
 - calls         what the judge's and generate's calls share: their worker-thread loop, retry waits
 - redaction     the one redactor: the profile's secrets out of every response stored or shown
 - runner        runs the stages with Papermill               params.yaml, run.json, FAILED, RUNNING
+- runs          a run folder's state: its markers (RUNNING, FAILED, NOT_UPLOADED), reading them,
+                every run as a record, the latest successful runs of an env
+- errors        the failures several layers raise (RunFailed)
 - kernel        the stage kernel's transport: local IPC sockets, not TCP
 - pipeline      the stage code of 00-04 and their file names
 - provenance    the provenance record                        provenance.json (also in run.json, report)

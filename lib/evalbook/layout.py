@@ -12,7 +12,8 @@ Under an outputs root (local, or `s3://bucket/prefix` mirrored by evalbook.publi
 - `<env>/interactive/`: the scratch folder of a notebook opened with its defaults.
 
 A run is named by its id, by a prefix of its id of at least MIN_PREFIX characters (comparison
-ids show that many), by the latest successful runs of an env, or by its report's path or URL.
+ids show that many), or by its report's path or URL; the latest successful runs of an env are
+found from the runs' state (evalbook.runs.latest_reports).
 """
 
 from __future__ import annotations
@@ -215,13 +216,3 @@ def find_report(outputs_root: Path | str, ref: str, env: str | None = None, *,
                           + f". The run did not reach 04_report; {unreported}.")
     missing_root = "" if root.is_dir() else f" (the folder {root} does not exist)"
     raise RunNotFound(f"no report for run id {ref}: looked for {looked}{missing_root}")
-
-
-def latest_reports(outputs_root: Path, env: str, count: int) -> list[Path]:
-    """The reports of the latest `count` (or fewer) successful runs of `env`, oldest first."""
-    from evalbook.publish.index import collect_runs  # the index reads each run's status and start
-
-    runs = [run for run in collect_runs(outputs_root)
-            if run.get("env") == env and run.get("status") == "succeeded" and run.get("report")]
-    runs.sort(key=lambda run: run["started_at"])
-    return [Path(run["report"]) for run in runs[-count:]] if count > 0 else []

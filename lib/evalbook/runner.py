@@ -6,7 +6,7 @@ Layout of a run (`<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/`, evalbook.la
   tables, each executed notebook and its self-contained HTML (the report also without code),
   `figures/`, and at the end `run.json`. A failed run leaves `FAILED` (with the error) beside
   `run.json`; a run in progress has `RUNNING`, which names its runner's pid, host and process
-  start time, so that the index can tell a live run from a crashed one (evalbook.publish.index).
+  start time, so that the index can tell a live run from a crashed one (evalbook.runs).
 
 Everything that can be checked is checked before the run folder is written (`plan_run`). Run ids
 are write-once across every date and env. SIGINT and SIGTERM stop a run in order: the stage's
@@ -39,11 +39,14 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from evalbook.calibrate.context import run_to_calibrate
+from evalbook.calibrate.labels import match_labels, read_labels
+from evalbook.calibrate.settings import Settings
+from evalbook.errors import RunFailed
 from evalbook.files import write_new
-from evalbook.publish.index import NOT_UPLOADED_MARKER, RUNNING_MARKER, running_marker
 from evalbook.kernel import ipc_kernel
 from evalbook.layout import (RunNotFound, calibration_folder, calibration_url, comparisons_folder,
-                             comparisons_url, existing_run, find_report, latest_reports,
+                             comparisons_url, existing_run, find_report,
                              remote_calibration_folder, remote_comparisons_folder, report_path, run_folder)
 from evalbook.score.models import resolve_profile_models
 from evalbook.params import (
@@ -58,16 +61,16 @@ from evalbook.params import (
 )
 from evalbook.pipeline import PROVENANCE
 from evalbook.provenance import run_provenance
+from evalbook.publish.index import build_index
+from evalbook.publish.storage import StorageError, check_remote_root, publish_run
+from evalbook.report.reader import ReportUnreadable, read_report
+from evalbook.runs import FAILED_MARKER, NOT_UPLOADED_MARKER, RUNNING_MARKER, latest_reports, running_marker
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 GENERATE_STAGE = "00_generate"  # first, only when the profile's generate section is enabled
 STAGES = ("01_load", "02_score", "03_judge", "04_report")
 ALL_STAGES = (GENERATE_STAGE, *STAGES)
-
-
-class RunFailed(RuntimeError):
-    """A stage failed; the message names the executed notebook and quotes the failing cell."""
 
 
 class PublishFailed(RunFailed):
@@ -205,7 +208,7 @@ def render_stage_html(stage: str, notebook: Path) -> dict[str, str]:
 
 
 def _execute(stage: str, ctx_params: dict[str, Any], run_dir: Path, log: TextIO) -> dict[str, Any]:
-    import papermill
+    import papermill  # here, not at the top: slow to import, and only needed once a stage runs
 
     source = NOTEBOOKS / f"{stage}.ipynb"
     output = run_dir / f"{stage}.ipynb"
@@ -363,8 +366,6 @@ def ensure_outputs_root(root: Path, key: str, origin: Path) -> None:
 
 def _check_remote_root(profile: Profile, run_id: str, log: TextIO) -> None:
     """Refuse, before anything is written, an S3 root that cannot be used or already holds the run."""
-    from evalbook.publish.storage import StorageError, check_remote_root
-
     root = profile["outputs_root"]
     try:
         note = check_remote_root(root, run_id, run_id_given=profile["run_id"] is not None)
@@ -537,7 +538,7 @@ def _close_run(plan: PlannedRun, result: RunResult, provenance: dict[str, Any], 
                "stages": result.stages, **provenance}
     write_new(plan.run_dir / "run.json", json.dumps(summary, indent=2).encode("utf-8"))
     if failure:
-        write_new(plan.run_dir / "FAILED", (failure + "\n").encode("utf-8"))
+        write_new(plan.run_dir / FAILED_MARKER, (failure + "\n").encode("utf-8"))
     (plan.run_dir / RUNNING_MARKER).unlink()
 
 
@@ -560,8 +561,6 @@ def _record_interrupted(plan: PlannedRun, result: RunResult, provenance: dict[st
 
 def rebuild_index(local_root: Path, log: TextIO) -> None:
     """Rebuild `<local root>/index.html`; a failure is reported, never fatal to the run."""
-    from evalbook.publish.index import build_index
-
     try:
         index = build_index(local_root)
     except Exception as error:  # noqa: BLE001 - the run's own outputs are already complete
@@ -572,8 +571,6 @@ def rebuild_index(local_root: Path, log: TextIO) -> None:
 
 def publish(result: RunResult, local_root: Path, remote_root: str, log: TextIO) -> None:
     """Upload the run folder, then the report last, to the remote outputs root."""
-    from evalbook.publish.storage import StorageError, publish_run
-
     report = result.report_path if result.report_path.exists() else None
     print(f"[evalbook] publishing the run to {remote_root}", file=log, flush=True)
     try:
@@ -606,7 +603,6 @@ def _write_comparison_summary(result: ComparisonRun, baseline: str, candidate: s
     """Write the comparison's summary.md into its folder (evalbook.publish.summary); RunFailed
     when it cannot be written."""
     from evalbook.publish.summary import comparison_summary_md, page_links, write_summary
-    from evalbook.report.reader import read_report
 
     try:
         comparison = json.loads(result.comparison_path.read_text("utf-8"))
@@ -649,7 +645,7 @@ def _execute_beside_runs(stage: str, parameters: dict[str, Any], output_dir: Pat
     A failure writes FAILED, with the failing cell quoted, and raises RunFailed; so does a
     notebook that ran but wrote no `document` (its JSON).
     """
-    import papermill
+    import papermill  # here, not at the top: slow to import, and only needed once a stage runs
 
     output = output_dir / f"{stage}.ipynb"
     try:
@@ -661,7 +657,7 @@ def _execute_beside_runs(stage: str, parameters: dict[str, Any], output_dir: Pat
         message = _quote_failure(stage, output, error)
         if output.exists():
             message += f"\nHTML: {render_stage_html(stage, output)['html']}"
-        write_new(output_dir / "FAILED", (message + "\n").encode("utf-8"))
+        write_new(output_dir / FAILED_MARKER, (message + "\n").encode("utf-8"))
         raise RunFailed(message) from error
     pages = render_stage_html(stage, output)
     if not document.exists():
@@ -685,7 +681,6 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     from evalbook.compare.document import check_pairable
     from evalbook.compare.gate import check_rules, parse_rules
     from evalbook.compare.tables import pairing_warnings
-    from evalbook.report.reader import ReportUnreadable, read_report
 
     log = log or sys.stderr
     parse_rules(fail_on)
@@ -743,7 +738,6 @@ def _publish_beside(output_dir: Path, document: Path, parent: Path, remote_paren
                     local_root: Path, log: TextIO) -> str:
     """Upload a comparison's or calibration's folder, then its JSON, to `remote_parent`; the
     JSON's URL. A refused upload keeps the local copy, marks it NOT_UPLOADED and says where it is."""
-    from evalbook.publish.storage import StorageError, publish_run
 
     try:
         publish_run(output_dir, document, parent, remote_parent)
@@ -779,10 +773,6 @@ def run_calibration(params_path: str, run: str | None, labels: str,
     `calibration/`, beside its own folder (executed notebook, HTML, figures, params.yaml); for a
     run on S3 they are written locally, then uploaded into the run's folder there.
     """
-    from evalbook.calibrate.context import run_to_calibrate
-    from evalbook.calibrate.labels import match_labels, read_labels
-    from evalbook.calibrate.settings import Settings
-    from evalbook.report.reader import ReportUnreadable, read_report
 
     log = log or sys.stderr
     profile = load_profile(params_path, parse_overrides(overrides), override_root=Path.cwd())

@@ -15,11 +15,13 @@ from typing import Any
 
 from evalbook.calibrate.labels import Labels, Matched, match_labels, read_labels
 from evalbook.calibrate.settings import DEFAULTS, Settings
-from evalbook.layout import find_report, interactive_folder, latest_reports
+from evalbook.errors import RunFailed
+from evalbook.layout import find_report, interactive_folder
 from evalbook.load import input_sha256
 from evalbook.params import (find_root, is_remote, load_profile, local_outputs_root, locate_notebook_file,
                              locate_profile)
 from evalbook.report.reader import RunReport, read_report
+from evalbook.runs import latest_reports
 
 CALIBRATION_FILE = "calibration.json"
 # how a run without a report (one that failed or was stopped before 04_report) is refused
@@ -46,6 +48,7 @@ class CalibrationContext:
 
     def build(self) -> dict[str, Any]:
         """The calibrate-v1 document, stamped now, with the git commit of the code computing it."""
+        # here, not at the top: it imports scipy and scikit-learn, which take most of a second
         from evalbook.calibrate.document import build_calibration
 
         return build_calibration(self.report, self.labels, self.matched, report_location=self.report.location,
@@ -56,8 +59,6 @@ class CalibrationContext:
 
 def latest_run(local_root: Path, env: str) -> str:
     """The report of the latest successful run of `env`."""
-    from evalbook.runner import RunFailed
-
     runs = latest_reports(local_root, env, 1)
     if not runs:
         raise RunFailed(f"calibrating the latest run needs a successful run of env {env!r} under "

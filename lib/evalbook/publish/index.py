@@ -3,14 +3,13 @@
 A run is a folder `<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>/` (evalbook.layout);
 its report, when the run succeeded, is `<run_id>.json` beside the folder. The page needs no
 script and fetches nothing: inline CSS, links relative to the page, every value from the data
-escaped by evalbook.escaping.
+escaped by evalbook.escaping. What state each run is in (its status, from run.json and the
+RUNNING, FAILED and NOT_UPLOADED markers) is read by evalbook.runs; this module shows it.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import socket
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -22,126 +21,16 @@ from evalbook.metrics import METRICS, of_kind
 from evalbook.metrics import metric as registered
 from evalbook.publish.pages import noinput_path
 from evalbook.report.reader import RunReport
-from evalbook.layout import (CALIBRATION_DIR, COMPARISONS_DIR, REMOTE_CALIBRATIONS_DIR, RUN_DAY_GLOB, report_path,
-                             run_env, run_folders)
+from evalbook.layout import CALIBRATION_DIR, COMPARISONS_DIR, REMOTE_CALIBRATIONS_DIR, RUN_DAY_GLOB, report_path
+from evalbook.runs import RunRecord, collect_run_records, json_field, not_uploaded, read_json, utc
 
 INDEX_NAME = "index.html"
 REPORT_NOTEBOOK = "04_report.ipynb"
-RUNNING_OR_CRASHED = "running or crashed"
-RUNNING = "running"
-CRASHED = "crashed"
-RUNNING_MARKER = "RUNNING"
-# Written by the runner when a finished run's upload to a remote outputs root was refused
-NOT_UPLOADED_MARKER = "NOT_UPLOADED"
-# within this many seconds, a live process's start time is the one its marker recorded
-START_TIME_TOLERANCE_SECONDS = 0.05
-UNREADABLE = "unreadable"
 MISSING = "\u2014"
 
 
-def _field(data: Any, *keys: str) -> Any:
-    """data[k1][k2]...; None when a level is missing or is not an object."""
-    for key in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
-
-
-def _read_json(path: Path, label: str) -> tuple[dict[str, Any] | None, str | None]:
-    """(the object, None), or (None, why the file called `label` cannot be read)."""
-    try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        return None, f"{label}: {error}"
-    if not isinstance(data, dict):
-        return None, f"{label}: not a JSON object"
-    return data, None
-
-
-def _utc(text: Any) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.astimezone(timezone.utc) if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-def running_marker(started: datetime) -> bytes:
-    """The content of a run's RUNNING marker: the runner's pid, host and process start time, so
-    that a later reader can tell a live run from one whose runner is gone."""
-    import psutil
-
-    runner = psutil.Process()
-    return json.dumps({"pid": runner.pid, "host": socket.gethostname(),
-                       "process_started": runner.create_time(),
-                       "started_at": started.isoformat()}, indent=2).encode("utf-8")
-
-
-def _runner_alive(marker: dict[str, Any]) -> bool:
-    """True when the marker's pid is a live process that started when the marker says; a pid
-    reused by a later process does not count."""
-    import psutil
-
-    try:
-        started = psutil.Process(int(marker["pid"])).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return False
-    return abs(started - float(marker["process_started"])) <= START_TIME_TOLERANCE_SECONDS
-
-
-def marker_state(run_dir: Path) -> tuple[str, str | None]:
-    """(status, reason) of a run folder without run.json, from its RUNNING marker.
-
-    "running" while the runner lives; "crashed" when the folder has no marker or the marker's
-    process is gone on this host (a SIGKILL, a power cut); "running or crashed" when that
-    cannot be told: a marker from another host, or from before markers named their runner.
-    """
-    marker = run_dir / RUNNING_MARKER
-    if not marker.is_file():
-        return CRASHED, "the run folder has neither run.json nor a RUNNING marker"
-    record, _ = _read_json(marker, RUNNING_MARKER)
-    if record is None or not {"pid", "host", "process_started"} <= record.keys():
-        return RUNNING_OR_CRASHED, None
-    if record["host"] != socket.gethostname():
-        return RUNNING_OR_CRASHED, f"its runner, pid {record['pid']}, runs on host {record['host']}"
-    if _runner_alive(record):
-        return RUNNING, None
-    return CRASHED, (f"its runner, pid {record['pid']} on {record['host']}, is gone without "
-                     f"finishing{_last_stage(run_dir)}")
-
-
-def _last_stage(run_dir: Path) -> str:
-    started = sorted(path.stem for path in run_dir.glob("0[0-9]_*.ipynb"))
-    return f"; the last stage it started was {started[-1]}" if started else ""
-
-
-def _started_without_summary(run_dir: Path) -> datetime:
-    # The runner touches RUNNING as it creates the folder, so its mtime is the start time.
-    marker = run_dir / "RUNNING"
-    stat = (marker if marker.exists() else run_dir).stat()
-    return datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc)
-
-
-def not_uploaded(folder: Path) -> str | None:
-    """What NOT_UPLOADED in a run's, comparison's or calibration's folder says (where it was
-    not uploaded to, and why), else None."""
-    marker = folder / NOT_UPLOADED_MARKER
-    return marker.read_text("utf-8", errors="replace").strip() if marker.is_file() else None
-
-
-def _failure_reason(run_dir: Path, summary: dict[str, Any]) -> str | None:
-    failed = run_dir / "FAILED"
-    if failed.is_file():
-        return failed.read_text("utf-8", errors="replace").strip() or None
-    errors = [s.get("error") for s in summary.get("stages") or [] if isinstance(s, dict)]
-    return next((e for e in errors if isinstance(e, str)), None)
-
-
 def _bertscore_layer(report: dict[str, Any]) -> int | None:
-    layer = _field(report, "provenance", "bertscore_num_layers")
+    layer = json_field(report, "provenance", "bertscore_num_layers")
     return layer if isinstance(layer, int) and not isinstance(layer, bool) else None
 
 
@@ -152,13 +41,13 @@ RUN_COLUMNS = tuple(m.name for m in METRICS if m.headline and m.kind != "judge")
 def _report_fields(report: dict[str, Any]) -> dict[str, Any]:
     judge = report.get("judge_summary")
     return {
-        "dataset": {key: _field(report, "dataset", key) for key in ("name", "split", "n_examples")},
-        "models": {"sentence_transformer": _field(report, "models", "sentence_transformer"),
-                   "bertscore": _field(report, "models", "bertscore"),
+        "dataset": {key: json_field(report, "dataset", key) for key in ("name", "split", "n_examples")},
+        "models": {"sentence_transformer": json_field(report, "models", "sentence_transformer"),
+                   "bertscore": json_field(report, "models", "bertscore"),
                    "bertscore_layer": _bertscore_layer(report),
-                   "generator": _field(report, "models", "generator")},
-        "judge_label": _field(judge, "label") or _field(judge, "status"),
-        "k": _field(report, "retrieval_summary", "k"),
+                   "generator": json_field(report, "models", "generator")},
+        "judge_label": json_field(judge, "label") or json_field(judge, "status"),
+        "k": json_field(report, "retrieval_summary", "k"),
         "metrics": RunReport(report).headline_means(),
     }
 
@@ -177,59 +66,26 @@ def _links(run_dir: Path, report_file: Path, summary: dict[str, Any] | None) -> 
     return {label: path for label, path in candidates.items() if path.is_file()}
 
 
-def _run_row(run_dir: Path) -> dict[str, Any]:
-    report_file = report_path(run_dir)
-    row: dict[str, Any] = {"run_id": run_dir.name, "env": run_env(run_dir), "run_dir": run_dir,
-                           "started_at": None, "status": RUNNING_OR_CRASHED, "reason": None,
-                           "report": None, "dataset": {}, "models": {}, "judge_label": None,
-                           "k": None, "metrics": {}, "overrides": None}
-    summary, problem = None, None
-    if (run_dir / "run.json").is_file():
-        summary, problem = _read_json(run_dir / "run.json", "run.json")
-    if summary is not None:
-        row["started_at"] = _utc(summary.get("started_at"))
-        overrides = _field(summary, "params_profile", "overrides")
-        row["overrides"] = overrides if isinstance(overrides, dict) else None
-        if not summary.get("status"):
-            row.update(status=UNREADABLE, reason="run.json: no status")
-        else:
-            row["status"] = str(summary["status"])
-        if row["status"] in ("failed", "interrupted"):
-            row["reason"] = _failure_reason(run_dir, summary)
-        elif row["status"] == "succeeded" and not report_file.is_file():
-            row["reason"] = f"the report {report_file.name} is missing"
-        elif row["status"] == "succeeded":
-            row["reason"] = not_uploaded(run_dir)
-    elif problem is not None:
-        row.update(status=UNREADABLE, reason=problem)
-    else:
-        row["status"], row["reason"] = marker_state(run_dir)
-    if row["started_at"] is None:
-        row["started_at"] = _started_without_summary(run_dir)
-    if report_file.is_file():
-        report, problem = _read_json(report_file, "report JSON")
-        if report is None:
-            row.update(status=UNREADABLE, reason=problem)
-        else:
-            row.update(report=report_file, **_report_fields(report))
-    row["links"] = _links(run_dir, report_file, summary)
+def _run_row(run: RunRecord) -> dict[str, Any]:
+    row: dict[str, Any] = {"run_id": run.run_id, "env": run.env, "run_dir": run.run_dir,
+                           "started_at": run.started_at, "status": run.status, "reason": run.reason,
+                           "report": run.report, "dataset": {}, "models": {}, "judge_label": None,
+                           "k": None, "metrics": {}, "overrides": run.overrides}
+    if run.report_data is not None:
+        row.update(_report_fields(run.report_data))
+    row["links"] = _links(run.run_dir, report_path(run.run_dir), run.summary)
     return row
 
 
 def collect_runs(outputs_root: Path) -> list[dict[str, Any]]:
-    """One row per run folder under `outputs_root`, newest first.
+    """One row per run folder under `outputs_root`, newest first: its RunRecord (evalbook.runs)
+    and what the index shows of its report.
 
-    Each row holds run_id, env, run_dir, started_at (an aware UTC datetime; for a folder without
-    run.json, the time its RUNNING marker was made, else the folder's mtime), status (run.json's
-    "succeeded"/"failed"/"interrupted"; without run.json, "running", "crashed" or "running or
-    crashed" from the RUNNING marker (marker_state); "unreadable" when run.json or the report is
-    not valid JSON), reason (the failure or parse error, else None), report (the
-    report JSON's path when it exists and parses, else None), dataset, models, judge_label, k,
-    metrics (the registry's headline means, by metric name) and links (label -> existing file).
+    Each row holds the record's run_id, env, run_dir, started_at, status, reason, report and
+    overrides, then dataset, models, judge_label, k, metrics (the registry's headline means, by
+    metric name) and links (label -> existing file).
     """
-    outputs_root = Path(outputs_root)
-    rows = [_run_row(path) for path in run_folders(outputs_root)]
-    return sorted(rows, key=lambda row: (row["started_at"], row["run_id"]), reverse=True)
+    return [_run_row(run) for run in collect_run_records(Path(outputs_root))]
 
 
 def _number(value: Any, places: int = 3) -> str:
@@ -382,7 +238,7 @@ def collect_comparisons(outputs_root: Path) -> list[dict[str, Any]]:
     outputs_root = Path(outputs_root)
     rows = []
     for path in sorted({p for pattern in _COMPARISON_GLOBS for p in outputs_root.glob(pattern)}):
-        doc, error = _read_json(path, "comparison JSON")
+        doc, error = read_json(path, "comparison JSON")
         page = next((path.with_suffix("") / name for name in COMPARE_PAGES
                      if (path.with_suffix("") / name).is_file()), None)
         row: dict[str, Any] = {"path": path, "html": page, "not_uploaded": not_uploaded(path.with_suffix("")),
@@ -390,11 +246,11 @@ def collect_comparisons(outputs_root: Path) -> list[dict[str, Any]]:
                                "candidate": None, "n_paired": None, "deltas": {}, "judge": None}
         if doc is not None and doc.get("kind") == "compare":
             metrics = {m["metric"]: m for m in doc.get("metrics", []) if isinstance(m, dict)}
-            row.update(created_at=_utc(doc.get("created_at")),
-                       baseline=_field(doc, "baseline", "run_id"),
-                       candidate=_field(doc, "candidate", "run_id"),
-                       n_paired=_field(doc, "pairing", "n_paired"),
-                       judge="compared" if _field(doc, "gates", "judge", "compared") else "not compared",
+            row.update(created_at=utc(doc.get("created_at")),
+                       baseline=json_field(doc, "baseline", "run_id"),
+                       candidate=json_field(doc, "candidate", "run_id"),
+                       n_paired=json_field(doc, "pairing", "n_paired"),
+                       judge="compared" if json_field(doc, "gates", "judge", "compared") else "not compared",
                        deltas={m: ((metrics[m]["mean_delta"], metrics[m]["ci_low"], metrics[m]["ci_high"])
                                    if m in metrics and metrics[m].get("compared") else None)
                                for m in HEADLINE_DELTAS})
@@ -463,7 +319,7 @@ CALIBRATION_COLUMNS = HEADLINE_DELTAS
 
 def _spearman(doc: dict[str, Any], name: str) -> tuple[float, float | None, float | None] | None:
     entry = next((m for m in doc.get("metrics", []) if isinstance(m, dict) and m.get("metric") == name), None)
-    spearman = _field(entry, "rank_agreement", "spearman")
+    spearman = json_field(entry, "rank_agreement", "spearman")
     if not isinstance(spearman, dict) or spearman.get("estimate") is None:
         return None
     return spearman["estimate"], spearman.get("low"), spearman.get("high")
@@ -480,18 +336,18 @@ def collect_calibrations(outputs_root: Path) -> list[dict[str, Any]]:
     outputs_root = Path(outputs_root)
     rows = []
     for path in sorted({p for pattern in _CALIBRATION_GLOBS for p in outputs_root.glob(pattern)}):
-        doc, error = _read_json(path, "calibration JSON")
+        doc, error = read_json(path, "calibration JSON")
         page = next((path.with_suffix("") / name for name in CALIBRATE_PAGES
                      if (path.with_suffix("") / name).is_file()), None)
         row: dict[str, Any] = {"path": path, "html": page, "not_uploaded": not_uploaded(path.with_suffix("")),
                                "reason": error, "created_at": None, "run_id": None,
                                "labels": None, "kind": None, "n_matched": None, "alpha": None, "rho": {}}
         if doc is not None and doc.get("kind") == "calibration":
-            labels_path = _field(doc, "labels", "path")
-            row.update(created_at=_utc(doc.get("created_at")), run_id=_field(doc, "run", "run_id"),
+            labels_path = json_field(doc, "labels", "path")
+            row.update(created_at=utc(doc.get("created_at")), run_id=json_field(doc, "run", "run_id"),
                        labels=Path(labels_path).name if isinstance(labels_path, str) else None,
-                       kind=_field(doc, "labels", "kind"), n_matched=_field(doc, "matching", "n_matched"),
-                       alpha=_field(doc, "raters", "alpha"),
+                       kind=json_field(doc, "labels", "kind"), n_matched=json_field(doc, "matching", "n_matched"),
+                       alpha=json_field(doc, "raters", "alpha"),
                        rho={name: _spearman(doc, name) for name in CALIBRATION_COLUMNS})
         elif doc is not None:
             row["reason"] = "not a calibration document (kind is not 'calibration')"

@@ -38,7 +38,7 @@ import botocore.session
 import s3fs
 
 from evalbook.layout import run_of_key
-from evalbook.publish.index import RUNNING_MARKER
+from evalbook.runs import RUNNING_MARKER
 
 SINGLE_PUT_LIMIT = 5 * 2**30  # the largest body S3 takes in one PutObject
 S3_SCHEMES = ("s3", "s3a")

@@ -14,11 +14,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from evalbook.compare.document import build_comparison
+from evalbook.compare.gates import embedding_gate
 from evalbook.escaping import escape_html
 from evalbook.judge.display import plain_reason
 from evalbook.metrics import METRICS, Metric
 from evalbook.metrics import metric as registered
-from evalbook.report.reader import RunReport
+from evalbook.report.reader import ReportUnreadable, RunReport, read_report
+from evalbook.runs import latest_reports
 
 SHA_SHOWN = 12  # characters of a weights sha256 shown; the report holds all 64
 LOOK_BACK = 20  # earlier runs searched for one on the same data with the same models
@@ -97,11 +100,6 @@ def earlier_comparison(report: dict[str, Any], outputs_root: Path, env: str,
     """The comparison of `report` with the latest earlier successful run of `env` on the same
     data (name and split) with the same model pins, or None when there is none among the last
     `look_back` runs. Its deltas are what the headline shows against that run."""
-    from evalbook.compare.document import build_comparison
-    from evalbook.compare.gates import embedding_gate
-    from evalbook.layout import latest_reports
-    from evalbook.report.reader import ReportUnreadable, read_report
-
     data = (report["dataset"]["name"], report["dataset"]["split"])
     for path in reversed(latest_reports(outputs_root, env, look_back)):
         try:

@@ -29,6 +29,7 @@ class ReportUnreadable(ValueError):
 def read_report(location: str) -> RunReport:
     """Read a run's JSON report (a local path or an s3:// URL) and check it is a report-v1 1.x."""
     if location.startswith("s3://"):
+        # here, not at the top: s3fs and botocore take a quarter of a second to import
         from evalbook.publish.storage import read_bytes
 
         data = read_bytes(location)
@@ -53,7 +54,7 @@ def check_report(document: Any, location: str) -> None:
     A report of the current minor version is validated against the schema; an older 1.x is
     checked for the keys every reader needs.
     """
-    from evalbook.report.document import SCHEMA_VERSION
+    from evalbook.report.document import SCHEMA_VERSION  # here, not at the top: it imports pandas
 
     if not isinstance(document, dict):
         raise ReportUnreadable(f"{location}: a report is a JSON object, got {type(document).__name__}")
