@@ -12,7 +12,7 @@ BENCH_GENERATE_EXAMPLES ?= 320
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
   -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: run test bench bench-memory bench-judge bench-generate bench-run judge-server setup browser compare calibrate diff venv clean-venv
+.PHONY: run test test-fast bench bench-memory bench-judge bench-generate bench-run judge-server setup browser compare calibrate diff venv clean-venv
 
 $(STAMP): pyproject.toml constraints.txt judge-model.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
@@ -76,6 +76,13 @@ diff: setup
 # pytest exits 5 when it collects no tests; that is a failure here, not a pass.
 test: setup browser
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; \
+	exit $$rc
+
+# The tests that start no kernel, server, model or browser (those are marked slow), for a quick
+# check while working; make test runs them all.
+test-fast: $(STAMP)
+	@$(PY) -m pytest -m "not slow" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; \
 	exit $$rc
 

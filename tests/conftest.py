@@ -21,6 +21,17 @@ if TYPE_CHECKING:
     from evalbook.runner import RunResult
 
 
+# Fixtures that make real runs: a test that uses one is slow (make test-fast leaves it out), marked
+# here so that it cannot be forgotten. Other slow tests carry the mark themselves.
+SLOW_FIXTURES = frozenset({"sample_runs"})
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_job_summary():
     """The suite run by GitHub Actions must not append its test runs to the job's summary page:

@@ -218,6 +218,7 @@ def test_the_run_benchmark_reports_the_ratio_to_its_floor_against_the_target():
     assert bench_run.summarize(10.0, 26.0)["meets_target"] is False
 
 
+@pytest.mark.slow  # the scoring models
 def test_the_run_benchmark_floor_scores_the_32_sample_pairs():
     import subprocess
 

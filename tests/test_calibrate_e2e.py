@@ -33,6 +33,8 @@ from evalbook.metrics import metric as registered
 from evalbook.publish.pages import external_references
 from paths import ROOT
 
+pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models
+
 LABELS = ROOT / "data" / "sample" / "labels.csv"
 TOLERANCE = 1e-9
 HOSTILE = "<script>alert(1)</script>\x00 **bold** [link](http://x.invalid)"

@@ -16,6 +16,8 @@ import yaml
 
 from paths import NO_JUDGE, ROOT, TRUNCATED
 
+pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models
+
 SCRIPT = ROOT / "examples" / "ci" / "run-like-ci.sh"
 WORKFLOW = ROOT / "examples" / "ci" / "github-actions.yml"
 GATE = "bertscore_f1<-0.02 sentence_cosine<-0.02"

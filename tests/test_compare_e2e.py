@@ -28,6 +28,8 @@ from evalbook.publish.pages import external_references, noinput_path
 from evalbook.publish.index import COMPARISONS_DIR, build_index, collect_runs
 from paths import DEFAULT_PROFILE, ROOT, TRUNCATED
 
+pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models
+
 N_SAMPLE = 32
 # 04_report's figures on the sample; the judge's two are not drawn when the judge did not run.
 DRAWN_FIGURES = {"similarity-distributions", "f1-vs-cosine", "retrieval-ranks"}

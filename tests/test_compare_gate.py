@@ -30,6 +30,8 @@ from evalbook.stats import bootstrap_mean_ci
 from paths import ROOT
 from test_compare import LABEL_A, LABEL_B, compare, ids_of, make_report, row, seeded_scores
 
+pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models
+
 TOLERANCE = -0.02
 
 

@@ -259,6 +259,7 @@ def distinct_sequences(scorer: AnswerScorer, texts: set[str]) -> int:
                 for ids in encoder.token_ids(sorted(texts), limit)})
 
 
+@pytest.mark.slow  # the scoring models
 def test_cold_scores_with_the_cache_equal_scores_without_it(minilm, sample_frame, cold_run):
     _, cached, scorer = cold_run
     assert scorer.sequences_encoded == distinct_sequences(scorer, scored_texts(sample_frame))
@@ -267,6 +268,7 @@ def test_cold_scores_with_the_cache_equal_scores_without_it(minilm, sample_frame
     assert cached.equals(uncached)
 
 
+@pytest.mark.slow  # the scoring model
 def test_a_warm_run_encodes_only_changed_texts_and_repeats_unchanged_scores(
         minilm, sample_frame, cold_run, tmp_path):
     folder, cold, _ = cold_run
@@ -289,6 +291,7 @@ def test_a_warm_run_encodes_only_changed_texts_and_repeats_unchanged_scores(
     assert (warm.loc[changed, "bertscore_f1"] != cold.loc[changed, "bertscore_f1"]).all()
 
 
+@pytest.mark.slow  # the scoring model
 def test_damaged_entries_in_a_run_are_recomputed_to_correct_scores(minilm, sample_frame, cold_run, tmp_path):
     folder, cold, _ = cold_run
     shutil.copytree(folder, tmp_path / "cache")
@@ -310,6 +313,7 @@ def test_damaged_entries_in_a_run_are_recomputed_to_correct_scores(minilm, sampl
         assert all(rewritten.get(path.stem) is not None for path in damaged)
 
 
+@pytest.mark.slow  # the scoring model
 def test_one_entry_serves_both_metrics_unless_truncation_differs(minilm):
     scorer = scorer_with_cache(minilm, None)
     encoder = scorer.bert_encoder
@@ -349,6 +353,7 @@ def with_limit(path: Path, limit: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # the scoring model
 def test_scoring_json_records_the_cache_and_a_second_run_hits_it(profile_path, tmp_path):
     ctx = open_stage(str(with_limit(profile_path(), 6)))
     first = run_score(ctx)

@@ -49,7 +49,8 @@ CPUS = 2
 
 
 # Ray Data sets its own deprecated DataContext fields when it copies a context.
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context"),
+              pytest.mark.slow]  # Ray clusters and the scoring models
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -21,6 +21,8 @@ from evalbook.report.document import validate_report
 from evalbook.runner import run_pipeline
 from faultserver import free_port
 
+pytestmark = pytest.mark.slow  # real runs against a stand-in or the local model server
+
 ROOT = Path(__file__).resolve().parents[1]
 GENERATE_LOCAL = str(ROOT / "params" / "generate-local.yaml")
 

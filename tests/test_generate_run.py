@@ -19,6 +19,8 @@ from faultserver import free_port
 from paths import DEFAULT_PROFILE, NO_JUDGE, ROOT
 from ragstandin import MODEL, RagStandIn
 
+pytestmark = pytest.mark.slow  # real runs against a stand-in or the local model server
+
 GENERATE_LOCAL = ROOT / "params" / "generate-local.yaml"
 SECRET = "sk-standin-5e1f0c9d2a"
 HEADERS = "generate.http.headers={Authorization: {env: RAG_TOKEN, prefix: 'Bearer '}}"

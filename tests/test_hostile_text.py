@@ -29,6 +29,8 @@ from evalbook.runner import ComparisonRun, RunResult, run_comparison, run_pipeli
 from faultserver import FaultServer, valid_reply
 from paths import read_default_values
 
+pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models
+
 HOSTILE = " ".join(hostile.PAYLOADS) + " " + hostile.CONTROLS
 SHOWN = visible_controls(HOSTILE)
 SOURCE = f"source {HOSTILE}"

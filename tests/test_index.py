@@ -212,6 +212,7 @@ def test_an_empty_outputs_root_gets_an_index(tmp_path):
     assert "No runs yet." in build_index(tmp_path).read_text("utf-8")
 
 
+@pytest.mark.slow  # headless Chromium
 def test_index_opens_offline_in_chromium(outputs):
     seen = inspect_offline(build_index(outputs))
     assert seen["non_local_requests"] == []

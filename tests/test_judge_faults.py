@@ -141,6 +141,7 @@ def cached_judgments(cache: JudgeCache, config: dict) -> set[tuple[str, str]]:
 
 # ---------------------------------------------------------------- every mode, through judge_table
 
+@pytest.mark.slow  # a notebook kernel
 @pytest.mark.parametrize("mode", list(MODES))
 def test_every_judgment_is_scored_or_unscored_and_a_rerun_completes_what_was_left(
         default_judge_config, cache, mode):
@@ -205,6 +206,7 @@ def write_judged_profile(tmp_path: Path, base_url: str, **changes) -> Path:
     return path
 
 
+@pytest.mark.slow  # a notebook kernel
 def test_a_malformed_200_still_writes_judge_json_and_the_report(tmp_path):
     with FaultServer("no_choices") as server:
         profile = write_judged_profile(tmp_path, server.base_url)
@@ -234,6 +236,7 @@ def test_a_malformed_200_still_writes_judge_json_and_the_report(tmp_path):
     assert report["judge_summary"]["metrics"]["groundedness"]["n_scored"] == len(judged)
 
 
+@pytest.mark.slow  # a notebook kernel
 def test_the_judge_notebook_runs_on_input_without_a_source_column(tmp_path):
     """Item 1 as a user meets it: answers kept in the input, no `source` column, a judge that
     answers. 01_load writes canonical.parquet; the 03_judge notebook reads it and judges all."""

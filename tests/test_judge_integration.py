@@ -15,6 +15,8 @@ import pytest
 from evalbook.report.document import validate_report
 from evalbook.runner import run_pipeline
 
+pytestmark = pytest.mark.slow  # real runs against a stand-in or the local model server
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_JUDGE = str(ROOT / "params" / "local-judge.yaml")
 

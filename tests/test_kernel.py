@@ -8,6 +8,9 @@ import nbformat
 import papermill
 
 from evalbook.kernel import ipc_kernel
+import pytest
+
+pytestmark = pytest.mark.slow  # notebook kernels
 
 WARNING = "Kernel is running over TCP without encryption"
 

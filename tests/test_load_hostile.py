@@ -360,6 +360,7 @@ def bucket(s3_server, monkeypatch, tmp_path):
     return admin, name
 
 
+@pytest.mark.slow  # moto's S3 server
 def test_s3_input_and_predictions_are_read(bucket, tmp_path):
     admin, name = bucket
     examples = pd.DataFrame([example(i) for i in (1, 2)]).to_csv(index=False).encode()
@@ -406,6 +407,7 @@ def test_another_url_scheme_is_refused_clearly(tmp_path):
 
 # ---------------------------------------------------------------- the whole run
 
+@pytest.mark.slow  # a real run
 def test_a_header_only_csv_fails_the_run_with_exit_code_1(tmp_path, capsys):
     empty = write_text(tmp_path / "examples.csv", HEADER)
     outputs = tmp_path / "outputs"
@@ -420,6 +422,7 @@ def test_a_header_only_csv_fails_the_run_with_exit_code_1(tmp_path, capsys):
     assert "has a header but no data rows" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a real run
 def test_01_load_shows_the_warnings_and_load_json_and_the_report_counts_keep_them(tmp_path,
                                                                                   write_extending_profile):
     import jsonschema
@@ -453,6 +456,7 @@ def test_01_load_shows_the_warnings_and_load_json_and_the_report_counts_keep_the
     jsonschema.validate(counts, report_schema()["properties"]["counts"])
 
 
+@pytest.mark.slow  # a real run
 def test_a_run_carries_the_load_warnings_into_the_report_and_its_page(tmp_path):
     examples = four_examples(tmp_path)
     answers = predictions(tmp_path / "predictions.jsonl", ["ex1", "ex2", "ex3", "EX4"])

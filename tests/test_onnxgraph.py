@@ -22,6 +22,8 @@ from evalbook.score.scoring import (
 )
 from test_scoring import SHARED, TOLERANCE, assert_matches_direct, minilm, sample_pairs, sentence_model  # noqa: F401
 
+pytestmark = pytest.mark.slow  # the scoring models, loaded and run
+
 GIB = 2**30
 
 

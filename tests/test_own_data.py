@@ -10,6 +10,8 @@ from evalbook.params import load_profile
 from evalbook.pipeline import dataset_label
 from paths import DEFAULT_PROFILE
 
+pytestmark = pytest.mark.slow  # real runs through the runner
+
 
 
 def test_overriding_the_input_drops_the_sample_s_predictions_name_split_and_generator(tmp_path):

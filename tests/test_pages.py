@@ -68,6 +68,7 @@ def pages(executed_notebook) -> dict[str, Path]:
             "noinput": render_html(executed_notebook, exclude_input=True)}
 
 
+@pytest.mark.slow  # a notebook kernel
 def test_pages_are_written_where_the_convention_says(executed_notebook, pages):
     assert pages["full"] == executed_notebook.with_suffix(".html")
     assert pages["noinput"] == executed_notebook.with_name("offline.noinput.html")
@@ -107,6 +108,7 @@ def test_noinput_page_has_no_code_input(pages):
     assert 'class="jp-CodeMirrorEditor' not in noinput
 
 
+@pytest.mark.slow  # headless Chromium
 def test_pages_load_completely_in_offline_chromium(pages, browser):
     for page in pages.values():
         seen = inspect_offline(page, browser)

@@ -9,6 +9,8 @@ import pytest
 from evalbook.params import ParamsError, locate_profile
 from paths import ROOT
 
+pytestmark = pytest.mark.slow  # notebook kernels
+
 NOTEBOOKS = ROOT / "notebooks"
 
 

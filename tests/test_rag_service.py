@@ -21,6 +21,8 @@ from fastapi.testclient import TestClient
 from faultserver import FaultServer, free_port
 from paths import ROOT
 
+pytestmark = pytest.mark.slow  # the example service and the local model server
+
 SERVICE_PATH = ROOT / "examples" / "rag_service" / "service.py"
 SAMPLE = ROOT / "data" / "sample" / "examples.jsonl"
 FLAG_MODEL = "qwen2.5-coder-1.5b"

@@ -15,6 +15,8 @@ from evalbook.report.document import validate_report
 from evalbook.runner import RunFailed, run_pipeline
 from paths import DEFAULT_PROFILE, ROOT
 
+pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models
+
 SHARED = ROOT.parent / "shared" / "data" / "rag-dataset-12000" / "train-first100.parquet"
 STAGES = ("01_load", "02_score", "03_judge", "04_report")
 RUN_ID = "0f4a3c2e-8d1b-4e6f-9a7c-5b2d1e0f3a4b"

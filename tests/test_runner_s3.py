@@ -26,6 +26,8 @@ from paths import DEFAULT_PROFILE, ROOT
 from s3server import AWS_VARIABLES_REPLACED as AWS_TEST_VARIABLES_REPLACED
 from s3server import MotoServer, Request, aws_test_variables
 
+pytestmark = pytest.mark.slow  # real runs on moto's S3 server
+
 TRUNCATED = str(ROOT / "data" / "sample" / "predictions-truncated.jsonl")
 PREFIX = "team/evals"
 # Distinctive, so that finding one in an output can only mean it leaked there.

@@ -28,6 +28,8 @@ from evalbook.publish.index import build_index, collect_runs
 from evalbook.judge.server import is_serving
 from paths import DEFAULT_PROFILE, ROOT
 
+pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models
+
 LOCAL_JUDGE = str(ROOT / "params" / "local-judge.yaml")
 # generous bounds for a loaded 2-core machine; the tests wait on events, never on a duration
 STARTUP_BOUND_SECONDS = 600

@@ -30,6 +30,8 @@ from evalbook.score.scoring import (
 )
 from evalbook.score.scoring import METRIC_COLUMNS
 
+pytestmark = pytest.mark.slow  # the scoring models, loaded and run
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "rag-dataset-12000" / "train-first100.parquet"
 TOLERANCE = 1e-6

@@ -14,6 +14,8 @@ from evalbook.runner import run_comparison, run_pipeline
 from faultserver import FaultServer
 from paths import read_default_values
 
+pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models
+
 KEY_VARIABLE = "EVALBOOK_ECHO_TEST_KEY"
 SECRET = "sk-echo-4f1a9c7e2b6d"
 EXAMPLES = 4

@@ -22,6 +22,8 @@ from evalbook.files import write_new
 from evalbook.publish.storage import SINGLE_PUT_LIMIT, StorageError, is_remote, join, publish_run, read_bytes
 from s3server import AWS_VARIABLES_REPLACED, MotoServer, Request, StallingProxy, aws_test_variables, free_port
 
+pytestmark = pytest.mark.slow  # moto's S3 server
+
 RUN_ID = "3f6c2a1e-7b1d-4c55-9a0e-2d4b8e9f0c11"
 DAY = "local/eval-runs/2026/11/30"
 RUN_FILES = {
