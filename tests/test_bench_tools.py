@@ -195,6 +195,8 @@ def test_pairs_are_references_and_their_seeded_perturbations():
     assert [i for i, (a, b) in enumerate(zip(answers, changed)) if a != b] == positions
 
 
+@pytest.mark.skipif(not bench_scoring.SHARED.exists(),
+                    reason=f"the sample alone has too few 200-word windows; no {bench_scoring.SHARED}")
 def test_longer_passages_are_windows_of_the_asked_length():
     _, references = bench_scoring.build_pairs(20, words=200)
     assert len(set(references)) == 20
