@@ -17,8 +17,10 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ACCESS_LOG_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
 
@@ -196,3 +198,24 @@ def aws_test_variables(endpoint_url: str, home: Path) -> dict[str, str]:
             "AWS_CONFIG_FILE": str(home / "no-aws-config"),
             "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-aws-credentials"),
             "AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": no_proxy, "no_proxy": no_proxy}
+
+
+def use_test_credentials(monkeypatch: Any, endpoint_url: str, home: Path) -> None:
+    """Point this process at the loopback server with test credentials only, dropping the AWS
+    settings the machine may carry (AWS_VARIABLES_REPLACED)."""
+    for name in AWS_VARIABLES_REPLACED:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in aws_test_variables(endpoint_url, home).items():
+        monkeypatch.setenv(name, value)
+
+
+def new_bucket(endpoint_url: str) -> tuple[Any, str]:
+    """An empty bucket with a fresh name, and the boto3 client that made it (for the test's own
+    set-up and checks, never for the code under test)."""
+    import boto3
+
+    admin = boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1",
+                         aws_access_key_id="testing", aws_secret_access_key="testing")
+    name = f"evalbook-{uuid.uuid4().hex[:12]}"
+    admin.create_bucket(Bucket=name)
+    return admin, name

@@ -15,12 +15,11 @@ import shutil
 import uuid
 from pathlib import Path
 
-import boto3
 import pytest
 
 from evalbook.__main__ import main
 from evalbook.escaping import escape_html, escape_markdown
-from s3server import AWS_VARIABLES_REPLACED, MotoServer, aws_test_variables
+from s3server import MotoServer, new_bucket, use_test_credentials
 
 
 @pytest.fixture
@@ -57,14 +56,8 @@ def copied_report(outputs: Path, sample_runs, run) -> Path:
 def s3(tmp_path, monkeypatch):
     """moto's S3 server with an empty bucket, reached with test credentials only."""
     with MotoServer(tmp_path / "access.log") as server:
-        for name in AWS_VARIABLES_REPLACED:
-            monkeypatch.delenv(name, raising=False)
-        for name, value in aws_test_variables(server.url, tmp_path).items():
-            monkeypatch.setenv(name, value)
-        admin = boto3.client("s3", endpoint_url=server.url, region_name="us-east-1",
-                             aws_access_key_id="testing", aws_secret_access_key="testing")
-        bucket = f"evalbook-{uuid.uuid4().hex[:12]}"
-        admin.create_bucket(Bucket=bucket)
+        use_test_credentials(monkeypatch, server.url, tmp_path)
+        admin, bucket = new_bucket(server.url)
         yield server, admin, bucket
 
 

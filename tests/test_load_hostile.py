@@ -11,7 +11,6 @@ import json
 import uuid
 from pathlib import Path
 
-import boto3
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,7 +19,7 @@ import pytest
 from evalbook.__main__ import main
 from evalbook.load import LoadError, load_evaluation_set
 from paths import DEFAULT_PROFILE, ROOT
-from s3server import AWS_VARIABLES_REPLACED, MotoServer, aws_test_variables
+from s3server import MotoServer, new_bucket, use_test_credentials
 from test_load import assert_names, example, write_jsonl
 
 HEADER = "id,question,context,answer,generated_answer\n"
@@ -349,15 +348,8 @@ def s3_server(tmp_path_factory):
 
 @pytest.fixture
 def bucket(s3_server, monkeypatch, tmp_path):
-    for name in AWS_VARIABLES_REPLACED:
-        monkeypatch.delenv(name, raising=False)
-    for name, value in aws_test_variables(s3_server.url, tmp_path).items():
-        monkeypatch.setenv(name, value)
-    admin = boto3.client("s3", endpoint_url=s3_server.url, region_name="us-east-1",
-                         aws_access_key_id="testing", aws_secret_access_key="testing")
-    name = f"evalbook-{uuid.uuid4().hex[:12]}"
-    admin.create_bucket(Bucket=name)
-    return admin, name
+    use_test_credentials(monkeypatch, s3_server.url, tmp_path)
+    return new_bucket(s3_server.url)
 
 
 @pytest.mark.slow  # moto's S3 server
