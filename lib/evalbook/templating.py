@@ -1,0 +1,79 @@
+"""The one Jinja2 environment that every page and summary evalbook writes itself renders through.
+
+- Templates live in `evalbook/templates/`: `*.html` for pages and fragments, `*.md` for the
+  Markdown summaries, and `evalbook.css`, the one style sheet, which pages include.
+- HTML templates autoescape. Markdown templates do not; instead every value they print goes
+  through escape_markdown, unless a filter marked it safe (the number filters below, whose output
+  is digits and signs, and `markup` for text built by another template).
+- Every value printed into HTML first has its control characters made visible (visible_controls),
+  in the `finalize` hook, so that no template can forget it.
+- StrictUndefined: a name a template uses and the context lacks is an error, not an empty string.
+
+A page's code builds a context of plain values (text, numbers, lists of rows) and calls render();
+it never writes a tag itself (tests/test_templates.py checks that no module does).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, pass_eval_context, select_autoescape
+from markupsafe import Markup, escape
+
+from evalbook import formatting
+from evalbook.escaping import escape_markdown, shown_text, visible_controls
+
+
+@pass_eval_context
+def _finalize(eval_ctx: Any, value: Any) -> Any:
+    if isinstance(value, Markup):
+        return value
+    if eval_ctx.autoescape:
+        return visible_controls(str(value))  # autoescape escapes it after this
+    return Markup(escape_markdown(value))
+
+
+def _trusted(function):
+    """A filter whose output is made of digits, signs, brackets and the em dash: escaped for HTML,
+    as it is for Markdown (where escaping would write `\\+0\\.012`)."""
+    @pass_eval_context
+    def filter_(eval_ctx: Any, *args: Any, **kwargs: Any) -> Markup:
+        text = function(*args, **kwargs)
+        return escape(text) if eval_ctx.autoescape else Markup(text)
+    filter_.__name__ = function.__name__
+    filter_.__doc__ = function.__doc__
+    return filter_
+
+
+@pass_eval_context
+def _markdown(eval_ctx: Any, value: Any) -> Markup:
+    """Text as one line of Markdown (escape_markdown), for a Markdown template's explicit use."""
+    return Markup(escape_markdown(value))
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    """The environment (built once): autoescape for .html, StrictUndefined, the finalize hook and
+    the formatting filters: number, signed, interval, interval_of, p_value, count, shown, md."""
+    env = Environment(loader=PackageLoader("evalbook", "templates"),
+                      autoescape=select_autoescape(enabled_extensions=("html",), disabled_extensions=("md", "css"),
+                                                   default_for_string=True, default=True),
+                      undefined=StrictUndefined, finalize=_finalize, trim_blocks=True, lstrip_blocks=True,
+                      keep_trailing_newline=True)
+    for name in ("number", "signed", "interval", "interval_of", "p_value", "count"):
+        env.filters[name] = _trusted(getattr(formatting, name))
+    env.filters["shown"] = shown_text
+    env.filters["md"] = _markdown
+    env.globals["MISSING"] = formatting.MISSING
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    """`template` (a name under evalbook/templates) rendered with `context`."""
+    return environment().get_template(template).render(**context)
+
+
+def render_markup(template: str, **context: Any) -> Markup:
+    """render() of an HTML fragment that another template embeds as it is (already escaped)."""
+    return Markup(render(template, **context))
