@@ -47,7 +47,7 @@ def test_every_command_s_help_lists_every_option(capsys):
 ])
 def test_a_report_that_cannot_be_read_exits_2_and_a_refused_upload_1(monkeypatch, capsys, command, function):
     from evalbook.publish.storage import StorageReadError
-    from evalbook.runner import PublishFailed
+    from evalbook.errors import PublishFailed
 
     def unreadable(*args, **kwargs):
         raise StorageReadError("cannot read s3://runs/a.json: there is no such object")

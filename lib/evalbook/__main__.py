@@ -182,32 +182,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    """Run the command; each failure the user can act on becomes one message and an exit code."""
-    from evalbook.calibrate.labels import LabelError
-    from evalbook.compare import ComparisonError
-    from evalbook.compare.gate import RuleError
-    from evalbook.calibrate.settings import CalibrationError
-    from evalbook.score.models import ModelUnavailableError
-    from evalbook.params import ParamsError
-    from evalbook.layout import RunNotFound
-    from evalbook.publish.storage import StorageReadError
-    from evalbook.runner import PublishFailed, RunFailed, RunInterrupted
+    """Run the command; each failure evalbook names (evalbook.errors) becomes its message, after
+    its heading line when it has one, and the exit code its class carries."""
+    from evalbook.errors import EvalbookError
+    from evalbook.runner import RunInterrupted
 
-    # A command reads its inputs (reports, local or on S3) before it writes, and a read failure
-    # after that is a RunFailed, so a StorageReadError that gets here has written nothing. A
-    # refused upload is not one: it comes as PublishFailed.
     try:
         return args.handler(args)
-    except (ParamsError, ModelUnavailableError, RunNotFound, LookupError, FileNotFoundError,
-            LabelError, CalibrationError, RuleError, ComparisonError, StorageReadError) as error:
-        print(f"evalbook: {error}", file=sys.stderr)
-        return 2
-    except PublishFailed as error:
-        print(f"evalbook: upload failed\n{error}", file=sys.stderr)
-        return 1
-    except RunFailed as error:
-        print(f"evalbook: {args.command} failed\n{error}", file=sys.stderr)
-        return 1
+    except EvalbookError as error:
+        heading = error.heading(args.command)
+        print(f"evalbook: {heading}\n{error}" if heading else f"evalbook: {error}", file=sys.stderr)
+        return error.exit_code
     except RunInterrupted as interrupted:
         print(f"evalbook: {interrupted}", file=sys.stderr)
         return interrupted.exit_code

@@ -22,6 +22,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from evalbook.errors import UnusableInput
 from evalbook.params import is_remote
 
 RUNS_DIR = "eval-runs"
@@ -35,7 +36,7 @@ MIN_PREFIX = 8
 RUN_DAY_GLOB = f"*/{RUNS_DIR}/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]"
 
 
-class RunNotFound(LookupError):
+class RunNotFound(UnusableInput, LookupError):
     """A run id, prefix or report location that names no run, or more than one."""
 
 

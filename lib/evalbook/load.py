@@ -32,6 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalbook.errors import EvalbookError
 from evalbook.publish import storage
 from evalbook.score.models import hub_reachable
 
@@ -69,7 +70,7 @@ def _rows_text(rows: list[int]) -> str:
     return f"row{'s' if len(rows) > 1 else ''} {shown}{more}"
 
 
-class LoadError(ValueError):
+class LoadError(EvalbookError, ValueError):
     """Input that cannot be loaded; the message names the file, the column and the rows."""
 
     def __init__(self, file: str, message: str, column: str | None = None,

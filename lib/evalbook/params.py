@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from evalbook.errors import EvalbookError, UnusableInput
 from evalbook.validation import jsonschema
 
 PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_root")
@@ -53,7 +54,7 @@ ADDED_KEYS: dict[str, Any] = {
 }
 
 
-class ParamsError(ValueError):
+class ParamsError(UnusableInput, ValueError):
     """A profile or an override that cannot be used, with the file and key it concerns."""
 
 
@@ -64,7 +65,7 @@ class ParamsError(ValueError):
 MAX_ALIASED_VALUES = 10_000
 
 
-class AliasesRefused(yaml.YAMLError):
+class AliasesRefused(EvalbookError, yaml.YAMLError):
     """YAML aliases that multiply a document past MAX_ALIASED_VALUES values, or never end."""
 
     def __init__(self, mark: yaml.Mark, problem: str):

@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalbook.errors import EvalbookError
 from evalbook import load as load_module
 from evalbook.files import write_atomically
 from evalbook.layout import interactive_folder, report_path
@@ -44,7 +45,7 @@ PROVENANCE = "provenance.json"
 JUDGE = "judge.json"
 
 
-class StageError(RuntimeError):
+class StageError(EvalbookError, RuntimeError):
     """A stage that cannot run, for example because its upstream artifact is missing."""
 
 

@@ -42,7 +42,7 @@ import yaml
 from evalbook.calibrate.context import run_to_calibrate
 from evalbook.calibrate.labels import match_labels, read_labels
 from evalbook.calibrate.settings import Settings
-from evalbook.errors import RunFailed
+from evalbook.errors import EvalbookError, PublishFailed, RunFailed
 from evalbook.files import write_new
 from evalbook.kernel import ipc_kernel
 from evalbook.layout import (RunNotFound, calibration_folder, calibration_url, comparisons_folder,
@@ -71,10 +71,6 @@ NOTEBOOKS = PROJECT_ROOT / "notebooks"
 GENERATE_STAGE = "00_generate"  # first, only when the profile's generate section is enabled
 STAGES = ("01_load", "02_score", "03_judge", "04_report")
 ALL_STAGES = (GENERATE_STAGE, *STAGES)
-
-
-class PublishFailed(RunFailed):
-    """The run finished locally but its upload to the remote outputs root was refused."""
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -485,7 +481,7 @@ def _write_run_summary(result: RunResult, log: TextIO) -> str | None:
     return None
 
 
-class StartFailed(RuntimeError):
+class StartFailed(EvalbookError, RuntimeError):
     """A server or service the profile asks for did not start; the message says which and why."""
 
 

@@ -9,6 +9,8 @@ from importlib import resources
 from types import ModuleType
 from typing import Any
 
+from evalbook.errors import EvalbookError
+
 
 def _import_jsonschema() -> ModuleType:
     """jsonschema, imported without the optional `rfc3987_syntax` it would load for the `iri`
@@ -32,7 +34,7 @@ COMPARISON_SCHEMA = "compare-v1.json"
 CALIBRATION_SCHEMA = "calibrate-v1.json"
 
 
-class ReportError(ValueError):
+class ReportError(EvalbookError, ValueError):
     """A report that does not match the shipped schema; it is never written."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evalbook.errors import UnusableInput
 from evalbook.calibrate.settings import LABEL_KINDS, MIN_EXAMPLES
 from evalbook.load import (
     LoadError,
@@ -59,7 +60,7 @@ MISSING, WORD, NUMBER = "missing", "word", "number"
 NOT_FINITE, UNREADABLE = "not finite", "unreadable"
 
 
-class LabelError(LoadError):
+class LabelError(UnusableInput, LoadError):
     """A labels file that cannot be used; the message names the file, the column and the rows."""
 
 

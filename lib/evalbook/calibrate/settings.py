@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evalbook.errors import UnusableInput
 from evalbook.compare.settings import whole_number
 
 LABEL_KINDS = ("ordinal", "binary", "continuous")
@@ -15,7 +16,7 @@ LABEL_KINDS = ("ordinal", "binary", "continuous")
 MIN_EXAMPLES = 2
 
 
-class CalibrationError(ValueError):
+class CalibrationError(UnusableInput, ValueError):
     """A calibration that cannot be computed or written as asked; the message says why."""
 
 

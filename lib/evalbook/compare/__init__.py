@@ -9,6 +9,8 @@
 The paired statistics (deltas, bootstrap intervals, better/worse shares) are in evalbook.stats.
 """
 
+from evalbook.errors import UnusableInput
 
-class ComparisonError(ValueError):
+
+class ComparisonError(UnusableInput, ValueError):
     """Two reports that cannot be compared, or a comparison that is not valid compare-v1."""

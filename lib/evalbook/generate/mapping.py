@@ -18,6 +18,8 @@ from typing import Any
 import jmespath
 from jmespath.exceptions import JMESPathError
 
+from evalbook.errors import EvalbookError
+
 FIELDS = ("answer", "retrieved_ids", "retrieved_contexts", "model", "prompt_tokens", "completion_tokens")
 REQUIRED = ("answer",)
 SAMPLE_CHARACTERS = 300
@@ -26,7 +28,7 @@ CHAT_COMPLETION = {"answer": "choices[0].message.content", "model": "model",
                    "prompt_tokens": "usage.prompt_tokens", "completion_tokens": "usage.completion_tokens"}
 
 
-class MappingError(ValueError):
+class MappingError(EvalbookError, ValueError):
     """A response the mapping cannot read: the message names the field, the expression and
     shows the start of the response."""
 

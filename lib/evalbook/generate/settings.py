@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
+from evalbook.errors import EvalbookError
 from evalbook.generate.mapping import CHAT_COMPLETION, ResponseMapping
 from evalbook.judge.cache import cache_key
 from evalbook.judge.prompts import PromptTemplate, load_template
@@ -34,7 +35,7 @@ BODY_FIELDS = ("id", "question", "context")
 TEMPLATE_NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*)-v(?P<version>[0-9]+)$")
 
 
-class GenerateConfigError(ValueError):
+class GenerateConfigError(EvalbookError, ValueError):
     """A `generate:` setting that cannot be used, naming its key."""
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from evalbook.errors import EvalbookError
 from evalbook.generate.client import CallSettings, GenerateClient, Generation
 from evalbook.generate.settings import Endpoint, Item, endpoint_from
 from evalbook.judge.cache import JudgeCache
@@ -43,7 +44,7 @@ TABLE_SCHEMA = pa.schema([
 ])
 
 
-class GenerateFailed(RuntimeError):
+class GenerateFailed(EvalbookError, RuntimeError):
     """Every row failed: there is nothing to score. The message gives the failures and the first reason."""
 
 

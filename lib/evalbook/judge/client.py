@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit
 
+from evalbook.errors import EvalbookError
 from evalbook.calls import backoff_seconds, retry_after_seconds, run_in_worker
 from evalbook.judge.cache import JudgeCache, cache_key
 from evalbook.judge.parsing import Unparsed, Unreadable, parse_reply
@@ -42,11 +43,11 @@ NO_KEY = "no-key"  # local servers ignore the key, but the openai client require
 SHOWN_ERROR_CHARACTERS = 320  # of a failed call's error, as the unscored reason shows it
 
 
-class JudgeConfigError(RuntimeError):
+class JudgeConfigError(EvalbookError, RuntimeError):
     """A judge setting the server rejects, explained (for example an unsupported response_format)."""
 
 
-class MalformedReply(ValueError):
+class MalformedReply(EvalbookError, ValueError):
     """An HTTP 200 reply that is not a chat completion; the message says what is wrong."""
 
 

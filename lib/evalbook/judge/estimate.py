@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+from evalbook.errors import EvalbookError
 from evalbook.judge.client import JudgeRequest, JudgeSettings
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ _encoding_loads: dict[str, Future] = {}  # by encoding name, kept while running 
 _encoding_loads_lock = threading.Lock()
 
 
-class OverBudget(RuntimeError):
+class OverBudget(EvalbookError, RuntimeError):
     """The calls a judge run would make exceed the profile's budget; nothing was called."""
 
 

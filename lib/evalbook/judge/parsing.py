@@ -34,6 +34,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Iterator
 
+from evalbook.errors import EvalbookError
 from evalbook.validation import jsonschema
 
 FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -42,7 +43,7 @@ PLACEHOLDER_REASON = "placeholder output"
 FILLER = frozenset({"na", "none", "null", "nil", "tbd", "todo", "placeholder"})
 
 
-class Unparsed(ValueError):
+class Unparsed(EvalbookError, ValueError):
     """A reply that is not usable; `reason` says why and `raw` keeps the text."""
 
     def __init__(self, reason: str, raw: str):

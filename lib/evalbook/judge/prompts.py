@@ -26,13 +26,15 @@ from typing import Any
 from jinja2 import StrictUndefined, Template, TemplateError, TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 
+from evalbook.errors import EvalbookError
+
 MARKER = re.compile(r"<<<|>>>")
 # trim_blocks and lstrip_blocks let a `{% for %}` sit on its own line without adding one.
 ENVIRONMENT = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True,
                                    trim_blocks=True, lstrip_blocks=True)
 
 
-class PromptError(ValueError):
+class PromptError(EvalbookError, ValueError):
     """A template that cannot be found or rendered."""
 
 

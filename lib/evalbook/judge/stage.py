@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from evalbook.errors import EvalbookError
 from evalbook.judge.cache import JudgeCache, cache_key
 from evalbook.judge.client import JudgeClient, JudgeReply, JudgeRequest, JudgeSettings, RunStats
 from evalbook.judge.estimate import check_budget, estimate
@@ -34,11 +35,11 @@ MISSING_SOURCE = "(missing)"
 LOCAL_JUDGE_COMMAND = "make run PARAMS=params/local-judge.yaml"
 
 
-class EmbeddingFailed(RuntimeError):
+class EmbeddingFailed(EvalbookError, RuntimeError):
     """The embedding endpoint refused a call; the message is redacted."""
 
 
-class NothingEligible(RuntimeError):
+class NothingEligible(EvalbookError, RuntimeError):
     """The judge saw answers but none was eligible; never reported as a pass."""
 
 

