@@ -46,7 +46,7 @@ def test_every_command_s_help_lists_every_option(capsys):
     (["calibrate", "--run", "s3://runs/a.json", "--labels", "labels.csv"], "run_calibration"),
 ])
 def test_a_report_that_cannot_be_read_exits_2_and_a_refused_upload_1(monkeypatch, capsys, command, function):
-    from evalbook.publish.storage import StorageReadError
+    from evalbook.storage import StorageReadError
     from evalbook.errors import PublishFailed
 
     def unreadable(*args, **kwargs):

@@ -33,7 +33,7 @@ from evalbook.compare.tables import (
     regressions_table,
     runs_frame,
 )
-from evalbook.layout import RunNotFound, find_report
+from evalbook.runs import RunNotFound, find_report
 from evalbook.report.document import SCHEMA_VERSION
 from evalbook.report.reader import ReportUnreadable, read_report
 from evalbook.stats import bootstrap_mean_ci, direction_fractions, paired_deltas
@@ -786,7 +786,7 @@ def test_read_report_reads_s3_through_storage(monkeypatch):
         asked.append(location)
         return json.dumps(report).encode("utf-8")
 
-    monkeypatch.setitem(sys.modules, "evalbook.publish.storage", types.SimpleNamespace(read_bytes=read_bytes))
+    monkeypatch.setitem(sys.modules, "evalbook.storage", types.SimpleNamespace(read_bytes=read_bytes))
     assert read_report("s3://bucket/runs/r.json").data == report
     assert asked == ["s3://bucket/runs/r.json"]
 

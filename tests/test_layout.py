@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalbook import layout, runs
-from evalbook.layout import RunNotFound
+from evalbook.runs import RunNotFound
 
 STARTED = datetime(2026, 11, 30, 9, 15, tzinfo=timezone.utc)
 FIRST = "abcdef12-0000-4000-8000-000000000001"
@@ -52,37 +52,37 @@ def test_run_folders_leave_out_comparisons_and_other_folders(tmp_path: Path):
 def test_a_run_by_its_id_in_any_env_or_one(tmp_path: Path):
     local = make_run(tmp_path, FIRST)
     staging = make_run(tmp_path, FIRST, env="staging")
-    assert layout.find_runs(tmp_path, FIRST) == [local, staging]
-    assert layout.find_runs(tmp_path, FIRST, env="staging") == [staging]
-    assert layout.find_runs(tmp_path, OTHER) == []
+    assert runs.find_runs(tmp_path, FIRST) == [local, staging]
+    assert runs.find_runs(tmp_path, FIRST, env="staging") == [staging]
+    assert runs.find_runs(tmp_path, OTHER) == []
 
 
 def test_an_id_prefix_of_8_characters_names_the_run(tmp_path: Path):
     folder = make_run(tmp_path, FIRST)
     make_run(tmp_path, OTHER)
-    assert layout.find_runs(tmp_path, FIRST[:8]) == [folder]
-    assert layout.find_run_folder(tmp_path, FIRST[:8]) == folder
+    assert runs.find_runs(tmp_path, FIRST[:8]) == [folder]
+    assert runs.find_run_folder(tmp_path, FIRST[:8]) == folder
 
 
 def test_an_id_prefix_of_7_characters_names_no_run(tmp_path: Path):
     make_run(tmp_path, FIRST)
-    assert layout.find_runs(tmp_path, FIRST[:7]) == []
+    assert runs.find_runs(tmp_path, FIRST[:7]) == []
     with pytest.raises(RunNotFound, match=f"no run '{FIRST[:7]}'"):
-        layout.find_run_folder(tmp_path, FIRST[:7])
+        runs.find_run_folder(tmp_path, FIRST[:7])
 
 
 def test_a_prefix_two_runs_share_is_refused_listing_both(tmp_path: Path):
     first, second = make_run(tmp_path, FIRST), make_run(tmp_path, SECOND)
     with pytest.raises(RunNotFound, match="run id prefix 'abcdef12' fits 2 runs") as raised:
-        layout.find_runs(tmp_path, "abcdef12")
+        runs.find_runs(tmp_path, "abcdef12")
     assert str(first) in str(raised.value) and str(second) in str(raised.value)
-    assert layout.find_runs(tmp_path, "abcdef12-9") == [second]
+    assert runs.find_runs(tmp_path, "abcdef12-9") == [second]
 
 
 def test_an_exact_id_wins_over_a_longer_id_it_prefixes(tmp_path: Path):
     short = make_run(tmp_path, "run-2026-11-30")
     make_run(tmp_path, "run-2026-11-30-retry")
-    assert layout.find_runs(tmp_path, "run-2026-11-30") == [short]
+    assert runs.find_runs(tmp_path, "run-2026-11-30") == [short]
 
 
 def test_existing_run_finds_a_folder_or_a_lone_report_on_any_date(tmp_path: Path):
@@ -99,21 +99,21 @@ def test_existing_run_finds_a_folder_or_a_lone_report_on_any_date(tmp_path: Path
 def test_find_report_by_path_url_id_and_prefix(tmp_path: Path):
     folder = make_run(tmp_path, FIRST)
     report = str(layout.report_path(folder))
-    assert layout.find_report(tmp_path / "elsewhere", report) == report
-    assert layout.find_report(tmp_path, f"file://{report}") == report
-    assert layout.find_report(tmp_path, "s3://bucket/prefix/run.json") == "s3://bucket/prefix/run.json"
-    assert layout.find_report(tmp_path, FIRST) == report
-    assert layout.find_report(tmp_path, FIRST[:8], env="local") == report
+    assert runs.find_report(tmp_path / "elsewhere", report) == report
+    assert runs.find_report(tmp_path, f"file://{report}") == report
+    assert runs.find_report(tmp_path, "s3://bucket/prefix/run.json") == "s3://bucket/prefix/run.json"
+    assert runs.find_report(tmp_path, FIRST) == report
+    assert runs.find_report(tmp_path, FIRST[:8], env="local") == report
     with pytest.raises(RunNotFound, match=r"no report for run id abcdef1: looked for .*/\*/eval-runs/"):
-        layout.find_report(tmp_path, FIRST[:7])
+        runs.find_report(tmp_path, FIRST[:7])
     with pytest.raises(RunNotFound, match="needs a local outputs root"):
-        layout.find_report("s3://bucket/prefix", FIRST)
+        runs.find_report("s3://bucket/prefix", FIRST)
 
 
 def test_find_report_names_a_run_that_left_no_report(tmp_path: Path):
     make_run(tmp_path, FIRST, status="failed", report=False)
     with pytest.raises(RunNotFound, match=r"has a run folder but no report.*status 'failed'"):
-        layout.find_report(tmp_path, FIRST[:8])
+        runs.find_report(tmp_path, FIRST[:8])
 
 
 def test_latest_reports_are_the_newest_successful_runs_of_the_env(tmp_path: Path):
@@ -130,20 +130,20 @@ def test_latest_reports_are_the_newest_successful_runs_of_the_env(tmp_path: Path
 
 def test_find_run_folder_by_id_by_folder_and_one_id_in_two_folders(tmp_path: Path):
     folder = make_run(tmp_path, FIRST)
-    assert layout.find_run_folder(tmp_path, FIRST) == folder
-    assert layout.find_run_folder(tmp_path, str(folder)) == folder.resolve()
+    assert runs.find_run_folder(tmp_path, FIRST) == folder
+    assert runs.find_run_folder(tmp_path, str(folder)) == folder.resolve()
     with pytest.raises(RunNotFound, match=f"no run '{OTHER}'"):
-        layout.find_run_folder(tmp_path, OTHER)
+        runs.find_run_folder(tmp_path, OTHER)
     again = make_run(tmp_path, FIRST, started=datetime(2026, 12, 1, tzinfo=timezone.utc))
     with pytest.raises(RunNotFound, match="matches several run folders") as raised:
-        layout.find_run_folder(tmp_path, FIRST)
+        runs.find_run_folder(tmp_path, FIRST)
     assert str(folder) in str(raised.value) and str(again) in str(raised.value)
 
 
 def test_find_run_folder_refuses_a_shared_prefix(tmp_path: Path):
     make_run(tmp_path, FIRST), make_run(tmp_path, SECOND)
     with pytest.raises(RunNotFound, match="prefix 'abcdef12' fits 2 runs"):
-        layout.find_run_folder(tmp_path, "abcdef12")
+        runs.find_run_folder(tmp_path, "abcdef12")
 
 
 def test_comparisons_of_a_candidate_on_s3_go_beside_its_report():

@@ -21,7 +21,7 @@ import pytest
 
 from evalbook.report.document import validate_report
 from evalbook.publish.index import collect_calibrations, collect_runs
-from evalbook.publish.storage import read_bytes
+from evalbook.storage import read_bytes
 from paths import DEFAULT_PROFILE, ROOT
 from s3server import AWS_VARIABLES_REPLACED as AWS_TEST_VARIABLES_REPLACED
 from s3server import MotoServer, Request, aws_test_variables
@@ -78,7 +78,7 @@ def aws_environment(server, tmp_path_factory) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def in_process_aws(aws_environment):
-    """The same environment in this process, for evalbook.publish.storage.read_bytes."""
+    """The same environment in this process, for evalbook.storage.read_bytes."""
     with pytest.MonkeyPatch.context() as patch:
         for name in AWS_VARIABLES_REPLACED:
             patch.delenv(name, raising=False)

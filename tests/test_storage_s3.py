@@ -1,4 +1,4 @@
-"""evalbook.publish.storage against a real S3-compatible server: moto's standalone server on 127.0.0.1.
+"""evalbook.storage against a real S3-compatible server: moto's standalone server on 127.0.0.1.
 
 The server's access log is the witness of what the writer sent and in which order: werkzeug logs
 a request when it starts answering it, and the writer sends one request at a time, so the log
@@ -19,7 +19,7 @@ import boto3
 import pytest
 
 from evalbook.files import write_new
-from evalbook.publish.storage import SINGLE_PUT_LIMIT, StorageError, is_remote, join, publish_run, read_bytes
+from evalbook.storage import SINGLE_PUT_LIMIT, StorageError, is_remote, join, publish_run, read_bytes
 from s3server import AWS_VARIABLES_REPLACED, MotoServer, Request, StallingProxy, aws_test_variables, free_port
 
 pytestmark = pytest.mark.slow  # moto's S3 server
@@ -186,7 +186,7 @@ def test_an_upload_killed_mid_body_leaves_no_object(bucket, server, admin, tmp_p
     big.write_bytes(os.urandom(size))
     key = f"prefix/{DAY}/{RUN_ID}/scored.parquet"
     proxy = StallingProxy(server.port, limit=4 * 2**20)
-    script = ("import sys; from pathlib import Path; from evalbook.publish.storage import publish_run; "
+    script = ("import sys; from pathlib import Path; from evalbook.storage import publish_run; "
               "publish_run(Path(sys.argv[1]), None, Path(sys.argv[2]), sys.argv[3]); "
               "print('done', flush=True)")
     mark = len(server.requests())

@@ -38,7 +38,6 @@ Stages                  what they compute                                 what t
 - publish/              after the stages
     pages                 a notebook's offline HTML                       <stage>.html, .noinput.html
     index                 every run and comparison                         index.html
-    storage               an S3 outputs root, s3:// inputs                 (uploads the run folder)
     rundiff               `make diff` of two runs
     summary               a run's or a comparison's summary for a pull     summary.md
                           request, also appended to $GITHUB_STEP_SUMMARY
@@ -48,13 +47,16 @@ Shared
 - calls         what the judge's and generate's calls share: their worker-thread loop, retry waits
 - redaction     the one redactor: the profile's secrets out of every response stored or shown
 - runner        runs the stages with Papermill               params.yaml, run.json, FAILED, RUNNING
-- runs          a run folder's state: its markers (RUNNING, FAILED, NOT_UPLOADED), reading them,
-                every run as a record, the latest successful runs of an env
-- errors        the failures several layers raise (RunFailed)
+- runs          a run folder's state: run.json (RunJson), its markers, reading them, every run
+                as a record, the latest successful runs; finding a run by id, prefix or report
+- storage       the outputs root, local or S3: is_remote, s3:// reads, uploading a run folder
+- errors        EvalbookError, the one base of evalbook's failures, and their exit codes
+- formatting    MISSING, is_missing, number, signed, interval: how a value reads everywhere
+- templating    the one Jinja2 environment (templates/): every page and summary evalbook writes
 - kernel        the stage kernel's transport: local IPC sockets, not TCP
 - pipeline      the stage code of 00-04 and their file names
 - provenance    the provenance record                        provenance.json (also in run.json, report)
-- params, layout, files, validation, escaping, stats: profiles; the run folder layout and run
-  lookup; the atomic write-once writer; the schema checks; user text into HTML; summaries and
+- params, layout, files, validation, escaping, stats: profiles; every file name of a run
+  folder; the atomic write-once writer; the schema checks; user text into HTML; summaries and
   paired statistics. `python -m evalbook` is the command line (`__main__`).
 """

@@ -92,7 +92,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from evalbook.layout import find_run_folder
+    from evalbook.runs import find_run_folder
     from evalbook.params import load_profile, local_outputs_root, parse_overrides
     from evalbook.publish.rundiff import diff_runs
 

@@ -1,6 +1,6 @@
-"""Where a run's files live under an outputs root, and how a run is found.
+"""Where a run's files live under an outputs root: every name of a run folder.
 
-Under an outputs root (local, or `s3://bucket/prefix` mirrored by evalbook.publish.storage):
+Under an outputs root (local, or `s3://bucket/prefix` mirrored by evalbook.storage):
 - `<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>/`: the run folder, dated by the run's UTC start;
 - `<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>.json`: its report, beside the folder;
 - `<env>/eval-runs/<yyyy>/<mm>/<dd>/comparisons/`: the comparisons whose candidate is a run of
@@ -11,19 +11,16 @@ Under an outputs root (local, or `s3://bucket/prefix` mirrored by evalbook.publi
   of a calibration of a run on S3;
 - `<env>/interactive/`: the scratch folder of a notebook opened with its defaults.
 
-A run is named by its id, by a prefix of its id of at least MIN_PREFIX characters (comparison
-ids show that many), or by its report's path or URL; the latest successful runs of an env are
-found from the runs' state (evalbook.runs.latest_reports).
+This module only names places and lists what is there; what a run folder's files say, and finding
+a run by its id, prefix or report, are evalbook.runs'. No other module spells a file name of a
+run folder.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 
-from evalbook.errors import UnusableInput
-from evalbook.params import is_remote
 
 RUNS_DIR = "eval-runs"
 COMPARISONS_DIR = "comparisons"
@@ -35,9 +32,19 @@ MIN_PREFIX = 8
 # the day folders of every env, `<env>/eval-runs/<yyyy>/<mm>/<dd>`, under an outputs root
 RUN_DAY_GLOB = f"*/{RUNS_DIR}/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]"
 
-
-class RunNotFound(UnusableInput, LookupError):
-    """A run id, prefix or report location that names no run, or more than one."""
+# The stages, each a notebook of notebooks/ executed into the run folder as `<stage>.ipynb`, with
+# its pages `<stage>.html` and `<stage>.noinput.html`.
+GENERATE_STAGE = "00_generate"  # first, only when the profile's generate section is enabled
+STAGES = ("01_load", "02_score", "03_judge", "04_report")
+ALL_STAGES = (GENERATE_STAGE, *STAGES)
+# The other files of a run folder that evalbook itself names.
+PARAMS_FILE = "params.yaml"  # the resolved profile the stages read
+RUN_JSON = "run.json"  # how the run ended (evalbook.runs.RunJson), written last
+RUNNING_MARKER = "RUNNING"  # while the runner works on the folder (evalbook.runs.running_marker)
+FAILED_MARKER = "FAILED"  # the error, when a stage failed
+# when a finished run's upload to a remote outputs root was refused (also in a comparison's or
+# calibration's folder)
+NOT_UPLOADED_MARKER = "NOT_UPLOADED"
 
 
 def run_folder(outputs_root: Path, env: str, run_id: str, started: datetime) -> Path:
@@ -49,6 +56,16 @@ def report_path(run_dir: Path, run_id: str | None = None) -> Path:
     """The report of the run whose folder is `run_dir`: `<run_id>.json` beside it (the run id
     is the folder's name unless a stage was given a folder of another name)."""
     return run_dir.parent / f"{run_id or run_dir.name}.json"
+
+
+def params_file(folder: Path) -> Path:
+    """The resolved profile of a run's (or a comparison's or calibration's) folder."""
+    return folder / PARAMS_FILE
+
+
+def run_json(run_dir: Path) -> Path:
+    """The run.json of the run folder `run_dir`."""
+    return run_dir / RUN_JSON
 
 
 def run_env(run_dir: Path) -> str:
@@ -134,86 +151,3 @@ def existing_run(outputs_root: Path, run_id: str) -> Path | None:
     named = [path for path in run_paths(outputs_root) if path.name == run_id]
     return min((candidate for path in named for candidate in (path, report_path(path))
                 if candidate.exists()), default=None)
-
-
-def find_runs(outputs_root: Path, ref: str, env: str | None = None) -> list[Path]:
-    """`<day>/<run_id>` of the runs `ref` names: those whose id is `ref`, else those whose id
-    starts with `ref` when it has at least MIN_PREFIX characters. Empty when none does.
-
-    One id may sit in several places (two envs); RunNotFound when a prefix fits several ids.
-    """
-    paths = run_paths(outputs_root, env)
-    exact = [path for path in paths if path.name == ref]
-    if exact or len(ref) < MIN_PREFIX:
-        return exact
-    prefixed = [path for path in paths if path.name.startswith(ref)]
-    if len({path.name for path in prefixed}) > 1:
-        listed = "\n".join(f"  - {path}" for path in prefixed)
-        raise RunNotFound(f"run id prefix {ref!r} fits {len(prefixed)} runs under "
-                          f"{run_pattern(outputs_root, env, '')}; give more of the id:\n{listed}")
-    return prefixed
-
-
-def find_run_folder(outputs_root: Path, ref: str, env: str | None = None) -> Path:
-    """The one run folder `ref` names: a run folder's path, a run id or an id prefix."""
-    as_path = Path(ref)
-    if as_path.is_dir() and (as_path / "params.yaml").is_file():
-        return as_path.resolve()
-    folders = [path for path in find_runs(outputs_root, ref, env) if path.is_dir()]
-    if not folders:
-        where = Path(outputs_root) / (env or "*") / RUNS_DIR
-        raise RunNotFound(f"no run {ref!r} under {where}/<yyyy>/<mm>/<dd>/")
-    if len(folders) > 1:
-        listed = "\n".join(f"  {folder}" for folder in folders)
-        raise RunNotFound(f"run id {ref!r} matches several run folders:\n{listed}")
-    return folders[0]
-
-
-def _run_state(folder: Path) -> str:
-    """What the run folder's run.json says about how the run ended, for an error message."""
-    try:
-        record = json.loads((folder / "run.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        return f"{folder} holds no readable run.json"
-    failed = [s["stage"] for s in record.get("stages", []) if s.get("status") != "succeeded"]
-    stage = f", first unfinished stage {failed[0]}" if failed else ""
-    return f"{folder}/run.json says status {record.get('status')!r}{stage}"
-
-
-def find_report(outputs_root: Path | str, ref: str, env: str | None = None, *,
-                unreported: str = "there is nothing to compare") -> str:
-    """The report that `ref` names: a report location ending in `.json` (a local file must
-    exist; an s3:// URL is used as is), or a run id or id prefix looked up under `outputs_root`.
-    `unreported` ends the message about a run that has a folder but no report, in the words of
-    the command that needed it.
-    """
-    ref = str(ref).strip().removeprefix("file://")
-    if ref.endswith(".json"):
-        if is_remote(ref):
-            return ref
-        path = Path(ref).expanduser()
-        if not path.is_file():
-            raise RunNotFound(f"report {path} does not exist")
-        return str(path)
-    if not ref or "/" in ref or "\\" in ref or "://" in ref:
-        raise RunNotFound(f"{ref!r} is neither a report location ending in .json nor a run id")
-    if is_remote(str(outputs_root)):
-        raise RunNotFound(f"run id {ref}: finding a run by id needs a local outputs root, got "
-                          f"{outputs_root}; pass the report's URL instead (ending in .json)")
-    root = Path(outputs_root)
-    runs = find_runs(root, ref, env)
-    reports = [report_path(run) for run in runs if report_path(run).is_file()]
-    if len(reports) == 1:
-        return str(reports[0])
-    if reports:
-        listed = "\n".join(f"  - {report}" for report in reports)
-        raise RunNotFound(f"run id {ref} matches {len(reports)} reports under {root}; "
-                          f"pass one report's path instead:\n{listed}")
-    looked = run_pattern(root, env, f"{ref}.json")
-    folders = [run for run in runs if run.is_dir()]
-    if folders:
-        raise RunNotFound(f"run {ref} has a run folder but no report (looked for {looked}): "
-                          + "; ".join(_run_state(folder) for folder in folders)
-                          + f". The run did not reach 04_report; {unreported}.")
-    missing_root = "" if root.is_dir() else f" (the folder {root} does not exist)"
-    raise RunNotFound(f"no report for run id {ref}: looked for {looked}{missing_root}")

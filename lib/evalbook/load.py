@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalbook.errors import EvalbookError
-from evalbook.publish import storage
+from evalbook import storage
 from evalbook.score.models import hub_reachable
 
 EXAMPLE_TEXT_COLUMNS = ("question", "context", "answer")

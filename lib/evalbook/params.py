@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from evalbook.errors import EvalbookError, UnusableInput
+from evalbook.storage import is_remote
 from evalbook.validation import jsonschema
 
 PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_root")
@@ -483,11 +484,6 @@ def resolved_values(profile: Profile) -> dict[str, Any]:
     embedding_cache = values["scoring"]["embedding_cache"]
     embedding_cache["path"] = resolve_path(embedding_cache["path"], profile.root)
     return values
-
-
-def is_remote(location: str | None) -> bool:
-    """True for a URL such as `s3://bucket/prefix` (anything with a scheme but file://)."""
-    return location is not None and "://" in location and not location.startswith("file://")
 
 
 def local_outputs_root(profile: Profile) -> Path:

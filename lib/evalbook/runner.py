@@ -16,7 +16,7 @@ its kernel exits on its own (ipykernel polls for its parent).
 
 A run always executes in the local outputs root. After it, `<local root>/index.html` is rebuilt,
 and when `outputs_root` is `s3://bucket/prefix` the run folder and then the report are published
-there (evalbook.publish.storage); a refused upload keeps the local copy, leaves `NOT_UPLOADED`
+there (evalbook.storage); a refused upload keeps the local copy, leaves `NOT_UPLOADED`
 (the remote root and the error) in the run folder, and fails the command.
 """
 
@@ -45,8 +45,9 @@ from evalbook.calibrate.settings import Settings
 from evalbook.errors import EvalbookError, PublishFailed, RunFailed
 from evalbook.files import write_new
 from evalbook.kernel import ipc_kernel
-from evalbook.layout import (RunNotFound, calibration_folder, calibration_url, comparisons_folder,
-                             comparisons_url, existing_run, find_report,
+from evalbook.layout import (ALL_STAGES, FAILED_MARKER, NOT_UPLOADED_MARKER, RUNNING_MARKER, STAGES,
+                             calibration_folder,
+                             calibration_url, comparisons_folder, comparisons_url, existing_run, params_file, run_json,
                              remote_calibration_folder, remote_comparisons_folder, report_path, run_folder)
 from evalbook.score.models import resolve_profile_models
 from evalbook.params import (
@@ -62,15 +63,12 @@ from evalbook.params import (
 from evalbook.pipeline import PROVENANCE
 from evalbook.provenance import run_provenance
 from evalbook.publish.index import build_index
-from evalbook.publish.storage import StorageError, check_remote_root, publish_run
+from evalbook.storage import StorageError, check_remote_root, publish_run
 from evalbook.report.reader import ReportUnreadable, read_report
-from evalbook.runs import FAILED_MARKER, NOT_UPLOADED_MARKER, RUNNING_MARKER, latest_reports, running_marker
+from evalbook.runs import RunJson, RunNotFound, find_report, latest_pair, running_marker
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
-GENERATE_STAGE = "00_generate"  # first, only when the profile's generate section is enabled
-STAGES = ("01_load", "02_score", "03_judge", "04_report")
-ALL_STAGES = (GENERATE_STAGE, *STAGES)
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -434,7 +432,7 @@ def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
                                   "are write-once") from None
             write_new(plan.run_dir / RUNNING_MARKER, running_marker(plan.started))
         values = {**plan.values, "run_id": plan.run_id}
-        write_new(plan.run_dir / "params.yaml", yaml.safe_dump(values, sort_keys=False).encode("utf-8"))
+        write_new(params_file(plan.run_dir), yaml.safe_dump(values, sort_keys=False).encode("utf-8"))
         provenance = plan.provenance
         write_new(plan.run_dir / PROVENANCE, json.dumps(provenance, indent=2).encode("utf-8"))
         failure = _run_with_servers(plan, result, log)
@@ -512,7 +510,7 @@ def serving(profile: Profile, folder: Path, log: TextIO, judge: bool = True,
 
 def _run_with_servers(plan: PlannedRun, result: RunResult, log: TextIO) -> str | None:
     """Run the stages with what the profile asks to be started; the failure message, else None."""
-    parameters = {"params_path": str(plan.run_dir / "params.yaml"), "run_dir": str(plan.run_dir),
+    parameters = {"params_path": str(params_file(plan.run_dir)), "run_dir": str(plan.run_dir),
                   "run_id": plan.run_id}
 
     def starting(name: str) -> None:
@@ -526,13 +524,13 @@ def _run_with_servers(plan: PlannedRun, result: RunResult, log: TextIO) -> str |
 
 
 def _close_run(plan: PlannedRun, result: RunResult, provenance: dict[str, Any], status: str,
-               failure: str | None, **fields: Any) -> None:
+               failure: str | None, interrupted: dict[str, str] | None = None) -> None:
     """Write run.json (and FAILED with the failure), then remove RUNNING."""
-    summary = {"run_id": plan.run_id, "status": status, **fields, "started_at": plan.started.isoformat(),
-               "finished_at": datetime.now(timezone.utc).isoformat(),
-               "report": str(plan.report_path) if status == "succeeded" else None,
-               "stages": result.stages, **provenance}
-    write_new(plan.run_dir / "run.json", json.dumps(summary, indent=2).encode("utf-8"))
+    summary = RunJson(run_id=plan.run_id, status=status, started_at=plan.started,
+                      finished_at=datetime.now(timezone.utc),
+                      report=str(plan.report_path) if status == "succeeded" else None,
+                      stages=result.stages, provenance=provenance, interrupted=interrupted)
+    write_new(run_json(plan.run_dir), summary.to_json())
     if failure:
         write_new(plan.run_dir / FAILED_MARKER, (failure + "\n").encode("utf-8"))
     (plan.run_dir / RUNNING_MARKER).unlink()
@@ -549,7 +547,7 @@ def _record_interrupted(plan: PlannedRun, result: RunResult, provenance: dict[st
     name = interrupted.signal_name
     stage = result.current_stage or "setup"
     reason = f"interrupted by {name} during {stage}"
-    _close_run(plan, result, provenance, "interrupted", reason, stage=stage, signal=name)
+    _close_run(plan, result, provenance, "interrupted", reason, {"stage": stage, "signal": name})
     rebuild_index(plan.local_root, log)
     return RunInterrupted(interrupted.signum, f"run {plan.run_id} {reason}; marked interrupted in "
                           f"{plan.run_dir}")
@@ -611,16 +609,6 @@ def _write_comparison_summary(result: ComparisonRun, baseline: str, candidate: s
                         f"not be: {type(error).__name__}: {error}") from error
 
 
-def latest_pair(local_root: Path, env: str) -> tuple[str, str]:
-    """Report paths of the two latest successful runs of `env`: (baseline, candidate)."""
-    runs = latest_reports(local_root, env, 2)
-    if len(runs) < 2:
-        raise RunFailed(f"comparing the latest runs needs two successful runs of env {env!r} under "
-                        f"{local_root}; found {len(runs)}. Run `make run` twice (for example once "
-                        "with a changed parameter), or name them: --baseline/--candidate")
-    return str(runs[0]), str(runs[1])
-
-
 def _new_document_folder(parent: Path, document_id: str, profile: Profile, what: str) -> tuple[Path, Path, Path]:
     """The write-once folder of a comparison or calibration `document_id` under `parent`, its JSON's
     path beside it, and the profile as resolved (overrides applied), written into the folder as
@@ -629,7 +617,7 @@ def _new_document_folder(parent: Path, document_id: str, profile: Profile, what:
     if output_dir.exists() or document.exists():
         raise RunFailed(f"{what} {document_id} already exists at {output_dir}")
     output_dir.mkdir(parents=True)
-    resolved = output_dir / "params.yaml"
+    resolved = params_file(output_dir)
     write_new(resolved, yaml.safe_dump(resolved_values(profile), sort_keys=False).encode("utf-8"))
     return output_dir, document, resolved
 

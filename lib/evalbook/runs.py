@@ -8,8 +8,11 @@ A run folder (evalbook.layout says where) holds, besides the stages' files:
 - `NOT_UPLOADED` when a finished run's upload to a remote outputs root was refused (also in a
   comparison's or calibration's folder).
 
+RunJson is run.json: the runner writes it, the index and the lookups read it.
 `collect_run_records` reads every run folder under an outputs root into a RunRecord; the runs
 index (evalbook.publish.index) shows them, and `latest_reports` finds the latest successful ones.
+`find_report` and `find_run_folder` find a run by its id, an id prefix of at least MIN_PREFIX
+characters (comparison ids show that many), or its report's path or URL.
 """
 
 from __future__ import annotations
@@ -23,12 +26,10 @@ from typing import Any
 
 import psutil
 
-from evalbook.layout import report_path, run_env, run_folders
-
-RUNNING_MARKER = "RUNNING"
-FAILED_MARKER = "FAILED"
-# Written by the runner when a finished run's upload to a remote outputs root was refused
-NOT_UPLOADED_MARKER = "NOT_UPLOADED"
+from evalbook.errors import RunFailed, UnusableInput
+from evalbook.layout import (FAILED_MARKER, MIN_PREFIX, NOT_UPLOADED_MARKER, PARAMS_FILE, RUN_JSON, RUNNING_MARKER,
+                             RUNS_DIR, report_path, run_env, run_folders, run_json, run_paths, run_pattern)
+from evalbook.storage import is_remote
 # the statuses of a run folder without run.json, and of one whose run.json or report is not JSON
 RUNNING = "running"
 CRASHED = "crashed"
@@ -68,6 +69,60 @@ def utc(text: Any) -> datetime | None:
     except ValueError:
         return None
     return moment.astimezone(timezone.utc) if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class RunJson:
+    """run.json, written once as a run ends: its id and status ("succeeded", "failed",
+    "interrupted"), where an interrupt stopped it (`interrupted`: stage and signal), its start and
+    end (aware UTC), its report's location when it succeeded, what each stage did (`stages`: the
+    stage, its notebook, status and pages, as the runner records them) and the run's provenance
+    (git commit, params hash and profile, package versions; evalbook.provenance)."""
+
+    run_id: str
+    status: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    report: str | None
+    stages: list[dict[str, Any]]
+    provenance: dict[str, Any]
+    interrupted: dict[str, str] | None = None
+
+    def to_json(self) -> bytes:
+        """The file's bytes: the fields in this order, the interrupt's beside the status."""
+        document = {"run_id": self.run_id, "status": self.status, **(self.interrupted or {}),
+                    "started_at": self.started_at.isoformat(), "finished_at": self.finished_at.isoformat(),
+                    "report": self.report, "stages": self.stages, **self.provenance}
+        return json.dumps(document, indent=2).encode("utf-8")
+
+    @classmethod
+    def read(cls, run_dir: Path) -> tuple[RunJson | None, str | None]:
+        """(run.json of `run_dir`, None), or (None, why it cannot be read: not JSON, not an object,
+        no status). A time that is missing or does not parse reads as None."""
+        data, problem = read_json(run_json(run_dir), RUN_JSON)
+        if data is None:
+            return None, problem
+        if not data.get("status"):
+            return None, f"{RUN_JSON}: no status"
+        known = {"run_id", "status", "stage", "signal", "started_at", "finished_at", "report", "stages"}
+        stages = data.get("stages")
+        interrupted = {key: data[key] for key in ("stage", "signal") if isinstance(data.get(key), str)}
+        return cls(run_id=str(data.get("run_id") or run_dir.name), status=str(data["status"]),
+                   started_at=utc(data.get("started_at")), finished_at=utc(data.get("finished_at")),
+                   report=data.get("report") if isinstance(data.get("report"), str) else None,
+                   stages=[stage for stage in stages if isinstance(stage, dict)] if isinstance(stages, list) else [],
+                   provenance={key: value for key, value in data.items() if key not in known},
+                   interrupted=interrupted or None), None
+
+    @property
+    def overrides(self) -> dict[str, Any] | None:
+        """The profile overrides the run was given (`-p key=value`), when run.json records them."""
+        overrides = json_field(self.provenance, "params_profile", "overrides")
+        return overrides if isinstance(overrides, dict) else None
+
+    def first_unfinished_stage(self) -> str | None:
+        """The first stage whose status is not "succeeded", else None."""
+        return next((str(stage.get("stage")) for stage in self.stages if stage.get("status") != "succeeded"), None)
 
 
 def running_marker(started: datetime) -> bytes:
@@ -129,11 +184,11 @@ def not_uploaded(folder: Path) -> str | None:
     return marker.read_text("utf-8", errors="replace").strip() if marker.is_file() else None
 
 
-def _failure_reason(run_dir: Path, summary: dict[str, Any]) -> str | None:
+def _failure_reason(run_dir: Path, summary: RunJson) -> str | None:
     failed = run_dir / FAILED_MARKER
     if failed.is_file():
         return failed.read_text("utf-8", errors="replace").strip() or None
-    errors = [s.get("error") for s in summary.get("stages") or [] if isinstance(s, dict)]
+    errors = [stage.get("error") for stage in summary.stages]
     return next((e for e in errors if isinstance(e, str)), None)
 
 
@@ -147,7 +202,7 @@ class RunRecord:
     RUNNING marker (marker_state); "unreadable" when run.json or the report is not valid JSON.
     `reason` is the failure, the parse error, a missing report or a refused upload, else None.
     `report` is the report's path when it exists and parses; `report_data` is its content and
-    `summary` run.json's, each when it parses.
+    `summary` its run.json, each when it parses.
     """
 
     run_id: str
@@ -158,36 +213,30 @@ class RunRecord:
     reason: str | None
     report: Path | None
     overrides: dict[str, Any] | None
-    summary: dict[str, Any] | None
+    summary: RunJson | None
     report_data: dict[str, Any] | None
 
 
-def _status(run_dir: Path, summary: dict[str, Any] | None, problem: str | None) -> tuple[str, str | None]:
+def _status(run_dir: Path, summary: RunJson | None, problem: str | None) -> tuple[str, str | None]:
     """(status, reason) of a run folder from its run.json (`summary`, or why it is unreadable)
     and its markers, before its report is read."""
     if summary is None:
         return (UNREADABLE, problem) if problem is not None else marker_state(run_dir)
-    if not summary.get("status"):
-        return UNREADABLE, "run.json: no status"
-    status = str(summary["status"])
-    if status in ("failed", "interrupted"):
-        return status, _failure_reason(run_dir, summary)
+    if summary.status in ("failed", "interrupted"):
+        return summary.status, _failure_reason(run_dir, summary)
     report_file = report_path(run_dir)
-    if status == "succeeded" and not report_file.is_file():
-        return status, f"the report {report_file.name} is missing"
-    if status == "succeeded":
-        return status, not_uploaded(run_dir)
-    return status, None
+    if summary.status == "succeeded" and not report_file.is_file():
+        return summary.status, f"the report {report_file.name} is missing"
+    if summary.status == "succeeded":
+        return summary.status, not_uploaded(run_dir)
+    return summary.status, None
 
 
 def read_run(run_dir: Path) -> RunRecord:
     """The state of the run folder `run_dir`, from run.json, its markers and its report."""
-    summary, problem = None, None
-    if (run_dir / "run.json").is_file():
-        summary, problem = read_json(run_dir / "run.json", "run.json")
+    summary, problem = RunJson.read(run_dir) if run_json(run_dir).is_file() else (None, None)
     status, reason = _status(run_dir, summary, problem)
-    started_at = utc(summary.get("started_at")) if summary is not None else None
-    overrides = json_field(summary, "params_profile", "overrides")
+    started_at = summary.started_at if summary is not None else None
     report_file, report, report_data = report_path(run_dir), None, None
     if report_file.is_file():
         report_data, problem = read_json(report_file, "report JSON")
@@ -197,8 +246,7 @@ def read_run(run_dir: Path) -> RunRecord:
             report = report_file
     return RunRecord(run_id=run_dir.name, env=run_env(run_dir), run_dir=run_dir,
                      started_at=started_at or _started_without_summary(run_dir), status=status,
-                     reason=reason, report=report,
-                     overrides=overrides if isinstance(overrides, dict) else None,
+                     reason=reason, report=report, overrides=summary.overrides if summary else None,
                      summary=summary, report_data=report_data)
 
 
@@ -214,3 +262,102 @@ def latest_reports(outputs_root: Path, env: str, count: int) -> list[Path]:
             if run.env == env and run.status == "succeeded" and run.report]
     runs.sort(key=lambda run: run.started_at)
     return [Path(run.report) for run in runs[-count:]] if count > 0 else []
+
+
+
+def latest_pair(local_root: Path, env: str) -> tuple[str, str]:
+    """Report paths of the two latest successful runs of `env`: (baseline, candidate)."""
+    runs = latest_reports(local_root, env, 2)
+    if len(runs) < 2:
+        raise RunFailed(f"comparing the latest runs needs two successful runs of env {env!r} under "
+                        f"{local_root}; found {len(runs)}. Run `make run` twice (for example once "
+                        "with a changed parameter), or name them: --baseline/--candidate")
+    return str(runs[0]), str(runs[1])
+
+
+# ---------------------------------------------------------------- finding a run
+
+
+class RunNotFound(UnusableInput, LookupError):
+    """A run id, prefix or report location that names no run, or more than one."""
+
+
+def find_runs(outputs_root: Path, ref: str, env: str | None = None) -> list[Path]:
+    """`<day>/<run_id>` of the runs `ref` names: those whose id is `ref`, else those whose id
+    starts with `ref` when it has at least MIN_PREFIX characters. Empty when none does.
+
+    One id may sit in several places (two envs); RunNotFound when a prefix fits several ids.
+    """
+    paths = run_paths(outputs_root, env)
+    exact = [path for path in paths if path.name == ref]
+    if exact or len(ref) < MIN_PREFIX:
+        return exact
+    prefixed = [path for path in paths if path.name.startswith(ref)]
+    if len({path.name for path in prefixed}) > 1:
+        listed = "\n".join(f"  - {path}" for path in prefixed)
+        raise RunNotFound(f"run id prefix {ref!r} fits {len(prefixed)} runs under "
+                          f"{run_pattern(outputs_root, env, '')}; give more of the id:\n{listed}")
+    return prefixed
+
+
+def find_run_folder(outputs_root: Path, ref: str, env: str | None = None) -> Path:
+    """The one run folder `ref` names: a run folder's path, a run id or an id prefix."""
+    as_path = Path(ref)
+    if as_path.is_dir() and (as_path / PARAMS_FILE).is_file():
+        return as_path.resolve()
+    folders = [path for path in find_runs(outputs_root, ref, env) if path.is_dir()]
+    if not folders:
+        where = Path(outputs_root) / (env or "*") / RUNS_DIR
+        raise RunNotFound(f"no run {ref!r} under {where}/<yyyy>/<mm>/<dd>/")
+    if len(folders) > 1:
+        listed = "\n".join(f"  {folder}" for folder in folders)
+        raise RunNotFound(f"run id {ref!r} matches several run folders:\n{listed}")
+    return folders[0]
+
+
+def _run_state(folder: Path) -> str:
+    """What the run folder's run.json says about how the run ended, for an error message."""
+    summary, _ = RunJson.read(folder)
+    if summary is None:
+        return f"{folder} holds no readable {RUN_JSON}"
+    stage = summary.first_unfinished_stage()
+    return f"{run_json(folder)} says status {summary.status!r}{f', first unfinished stage {stage}' if stage else ''}"
+
+
+def find_report(outputs_root: Path | str, ref: str, env: str | None = None, *,
+                unreported: str = "there is nothing to compare") -> str:
+    """The report that `ref` names: a report location ending in `.json` (a local file must
+    exist; an s3:// URL is used as is), or a run id or id prefix looked up under `outputs_root`.
+    `unreported` ends the message about a run that has a folder but no report, in the words of
+    the command that needed it.
+    """
+    ref = str(ref).strip().removeprefix("file://")
+    if ref.endswith(".json"):
+        if is_remote(ref):
+            return ref
+        path = Path(ref).expanduser()
+        if not path.is_file():
+            raise RunNotFound(f"report {path} does not exist")
+        return str(path)
+    if not ref or "/" in ref or "\\" in ref or "://" in ref:
+        raise RunNotFound(f"{ref!r} is neither a report location ending in .json nor a run id")
+    if is_remote(str(outputs_root)):
+        raise RunNotFound(f"run id {ref}: finding a run by id needs a local outputs root, got "
+                          f"{outputs_root}; pass the report's URL instead (ending in .json)")
+    root = Path(outputs_root)
+    runs = find_runs(root, ref, env)
+    reports = [report_path(run) for run in runs if report_path(run).is_file()]
+    if len(reports) == 1:
+        return str(reports[0])
+    if reports:
+        listed = "\n".join(f"  - {report}" for report in reports)
+        raise RunNotFound(f"run id {ref} matches {len(reports)} reports under {root}; "
+                          f"pass one report's path instead:\n{listed}")
+    looked = run_pattern(root, env, f"{ref}.json")
+    folders = [run for run in runs if run.is_dir()]
+    if folders:
+        raise RunNotFound(f"run {ref} has a run folder but no report (looked for {looked}): "
+                          + "; ".join(_run_state(folder) for folder in folders)
+                          + f". The run did not reach 04_report; {unreported}.")
+    missing_root = "" if root.is_dir() else f" (the folder {root} does not exist)"
+    raise RunNotFound(f"no report for run id {ref}: looked for {looked}{missing_root}")

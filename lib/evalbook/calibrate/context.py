@@ -16,12 +16,12 @@ from typing import Any
 from evalbook.calibrate.labels import Labels, Matched, match_labels, read_labels
 from evalbook.calibrate.settings import DEFAULTS, Settings
 from evalbook.errors import RunFailed
-from evalbook.layout import find_report, interactive_folder
+from evalbook.layout import interactive_folder
 from evalbook.load import input_sha256
 from evalbook.params import (find_root, is_remote, load_profile, local_outputs_root, locate_notebook_file,
                              locate_profile)
 from evalbook.report.reader import RunReport, read_report
-from evalbook.runs import latest_reports
+from evalbook.runs import find_report, latest_reports
 
 CALIBRATION_FILE = "calibration.json"
 # how a run without a report (one that failed or was stopped before 04_report) is refused

@@ -34,7 +34,7 @@ from evalbook.load import (
     _shown_pairs,
     read_records,
 )
-from evalbook.publish.storage import is_remote, local_path
+from evalbook.storage import is_remote, local_path
 
 KIND_FLAG = "--label-kind"
 COLUMNS = ("id", "label", "rater", "note")

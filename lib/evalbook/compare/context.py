@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 
 from evalbook.compare.settings import DEFAULTS, Settings
-from evalbook.layout import find_report, interactive_folder
+from evalbook.layout import interactive_folder, params_file
+from evalbook.runs import find_report, latest_pair
 from evalbook.params import dotted_items, is_remote, load_profile, local_outputs_root, locate_profile
 from evalbook.report.reader import RunReport, read_report
 
@@ -43,10 +44,10 @@ class ComparisonContext:
         `params.yaml`, as (key, baseline value, candidate value), `run_id` left out; None when
         either run folder is not on this machine (an s3:// report)."""
         folders = [Path(run.location).with_suffix("") for run in (self.baseline, self.candidate)]
-        if any(is_remote(run.location) or not (folder / "params.yaml").is_file()
+        if any(is_remote(run.location) or not params_file(folder).is_file()
                for run, folder in zip((self.baseline, self.candidate), folders)):
             return None
-        base, cand = (dotted_items(yaml.safe_load((folder / "params.yaml").read_text("utf-8"))) for folder in folders)
+        base, cand = (dotted_items(yaml.safe_load(params_file(folder).read_text("utf-8"))) for folder in folders)
         keys = [key for key in dict.fromkeys([*base, *cand]) if key != "run_id"]
         return [(key, base.get(key), cand.get(key)) for key in keys if base.get(key) != cand.get(key)]
 
@@ -69,8 +70,6 @@ def open_comparison(params_path: str, baseline: str | None = None, candidate: st
     are Settings fields (resamples, seed, confidence, tolerance, n_regressions); a None keeps
     evalbook's default.
     """
-    from evalbook.runner import latest_pair
-
     profile = load_profile(locate_profile(params_path))
     local_root = local_outputs_root(profile)
     if baseline is None and candidate is None:

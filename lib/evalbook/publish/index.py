@@ -21,8 +21,9 @@ from evalbook.metrics import METRICS, of_kind
 from evalbook.metrics import metric as registered
 from evalbook.publish.pages import noinput_path
 from evalbook.report.reader import RunReport
-from evalbook.layout import CALIBRATION_DIR, COMPARISONS_DIR, REMOTE_CALIBRATIONS_DIR, RUN_DAY_GLOB, report_path
-from evalbook.runs import RunRecord, collect_run_records, json_field, not_uploaded, read_json, utc
+from evalbook.layout import (CALIBRATION_DIR, COMPARISONS_DIR, REMOTE_CALIBRATIONS_DIR, RUN_DAY_GLOB, RUN_JSON,
+                             report_path, run_json)
+from evalbook.runs import RunJson, RunRecord, collect_run_records, json_field, not_uploaded, read_json, utc
 
 INDEX_NAME = "index.html"
 REPORT_NOTEBOOK = "04_report.ipynb"
@@ -52,15 +53,15 @@ def _report_fields(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _links(run_dir: Path, report_file: Path, summary: dict[str, Any] | None) -> dict[str, Path]:
+def _links(run_dir: Path, report_file: Path, summary: RunJson | None) -> dict[str, Path]:
     """The run's files worth opening, by label; only files that exist."""
     report_notebook = run_dir / REPORT_NOTEBOOK
     candidates = {"report": noinput_path(report_notebook),
                   "report with code": report_notebook.with_suffix(".html"),
                   "JSON": report_file,
-                  "run.json": run_dir / "run.json"}
-    for stage in (summary or {}).get("stages") or []:
-        if isinstance(stage, dict) and stage.get("status") == "failed" and stage.get("html"):
+                  RUN_JSON: run_json(run_dir)}
+    for stage in summary.stages if summary else []:
+        if stage.get("status") == "failed" and stage.get("html"):
             label = f"{stage.get('stage', 'failed stage')} (failed)"
             candidates[label] = run_dir / Path(stage["html"]).name
     return {label: path for label, path in candidates.items() if path.is_file()}

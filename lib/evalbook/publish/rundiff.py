@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from evalbook.runner import ALL_STAGES, GENERATE_STAGE
+from evalbook.layout import ALL_STAGES, GENERATE_STAGE, params_file
 
 
 # nbdime's file headers carry the files' modification times; a run diff leaves them out.
@@ -26,7 +26,7 @@ _HEADER_TIME = re.compile(r"^((?:---|\+\+\+) \S+)\s+\d{4}-\d\d-\d\d[ T][\d:.]+\s
 
 def params_diff(a: Path, b: Path) -> list[str]:
     """Unified diff lines of two runs' resolved params (run_id and paths included)."""
-    left, right = a / "params.yaml", b / "params.yaml"
+    left, right = params_file(a), params_file(b)
     return list(difflib.unified_diff(left.read_text("utf-8").splitlines(),
                                      right.read_text("utf-8").splitlines(),
                                      fromfile=str(left), tofile=str(right), lineterm=""))

@@ -31,7 +31,7 @@ def read_report(location: str) -> RunReport:
     """Read a run's JSON report (a local path or an s3:// URL) and check it is a report-v1 1.x."""
     if location.startswith("s3://"):
         # here, not at the top: s3fs and botocore take a quarter of a second to import
-        from evalbook.publish.storage import read_bytes
+        from evalbook.storage import read_bytes
 
         data = read_bytes(location)
     elif is_remote(location):

@@ -130,7 +130,7 @@ import pyarrow.parquet as pq
 
 from evalbook.errors import EvalbookError
 from evalbook.params import Profile
-from evalbook.publish import storage
+from evalbook import storage
 from evalbook.score.models import resolve_profile_models
 from evalbook.score.scoring import AnswerScorer, score_answers
 

@@ -38,8 +38,7 @@ import botocore.session
 import s3fs
 
 from evalbook.errors import EvalbookError, UnusableInput
-from evalbook.layout import run_of_key
-from evalbook.runs import RUNNING_MARKER
+from evalbook.layout import RUNNING_MARKER, run_of_key
 
 SINGLE_PUT_LIMIT = 5 * 2**30  # the largest body S3 takes in one PutObject
 S3_SCHEMES = ("s3", "s3a")
@@ -62,9 +61,11 @@ class StorageReadError(UnusableInput, StorageError):
     writes, so unlike a refused upload it leaves nothing behind."""
 
 
-def is_remote(root: str | os.PathLike) -> bool:
-    """True for a URL with a scheme (`s3://bucket/prefix`, `gs://...`), False for a local path or
-    a `file://` URL."""
+def is_remote(root: str | os.PathLike | None) -> bool:
+    """True for a URL with a scheme (`s3://bucket/prefix`, `gs://...`), False for a local path, a
+    `file://` URL (the scheme in any case) and None. The one test of it in evalbook."""
+    if root is None:
+        return False
     scheme, separator, _ = os.fspath(root).partition("://")
     return bool(separator) and scheme.lower() != "file"
 
