@@ -218,10 +218,16 @@ def test_an_upload_killed_mid_body_leaves_no_object(bucket, server, admin, tmp_p
 @pytest.mark.parametrize("root, remote", [
     ("s3://bucket/prefix", True), ("S3://bucket", True), ("gs://bucket/prefix", True),
     ("outputs", False), (Path("outputs"), False), ("/srv/outputs", False),
-    ("file:///srv/outputs", False),
+    ("file:///srv/outputs", False), ("FILE:///srv/outputs", False), (None, False),
 ])
 def test_is_remote(root, remote):
     assert is_remote(root) is remote
+
+
+def test_there_is_one_is_remote():
+    """params once had its own, case-sensitive one, which took FILE:// for a remote root."""
+    import evalbook.params
+    assert evalbook.params.is_remote is is_remote
 
 
 def test_join_uses_slashes_for_urls_and_the_os_for_folders():
