@@ -26,7 +26,8 @@ from typing import Any
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-MISSING = "\u2014"
+from evalbook.formatting import MISSING, is_missing
+
 # Characters of one text a page shows: a long answer or a judge's reply read whole (most are a
 # paragraph or two, well under 2,000), while a table of 5 examples by 5 texts stays about 50 KB.
 SHOWN_CHARACTERS = 2_000
@@ -86,14 +87,10 @@ def escape_markdown(value: Any) -> str:
     return _MARKDOWN_PUNCTUATION.sub(_markdown_escape, text)
 
 
-def _is_missing(value: Any) -> bool:
-    return value is None or (pd.api.types.is_scalar(value) and bool(pd.isna(value)))
-
-
 def cell_html(value: Any, precision: int = 3) -> str:
     """A table cell: a number to `precision` decimals (integers whole), a missing value as an em
     dash, anything else cut to SHOWN_CHARACTERS by shown_text, then escaped by escape_html."""
-    if _is_missing(value):
+    if is_missing(value):
         return MISSING
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)):
         return f"{float(value):.{precision}f}"

@@ -11,6 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 MISSING = "\u2014"  # an em dash: how a page and a summary show a missing value
 DECIMALS = 3
 
@@ -18,21 +21,11 @@ DECIMALS = 3
 def is_missing(value: Any) -> bool:
     """None, a float NaN (Python's or numpy's), pandas' NA or NaT. A container, even an empty one,
     and an empty string are values: a column that means "blank is missing" says so itself."""
-    if value is None:
+    if value is None or value is pd.NA or value is pd.NaT:
         return True
-    if isinstance(value, float):  # numpy.float64 is a float
+    if isinstance(value, (float, np.floating)):  # numpy.float64 is a float; float32 is not
         return math.isnan(value)
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - pandas is a dependency
-        return False
-    if value is pd.NA or value is pd.NaT:
-        return True
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(value, np.floating) and bool(np.isnan(value))
+    return isinstance(value, np.datetime64) and bool(np.isnat(value))
 
 
 def number(value: Any, decimals: int = DECIMALS) -> str:
@@ -64,6 +57,16 @@ def p_value(value: Any) -> str:
     if is_missing(value):
         return MISSING
     return "< 0.001" if value < 0.0005 else f"{value:.3f}"
+
+
+def percent(value: Any) -> str:
+    """`95%`: a share or a confidence level in whole percents, or the em dash when missing."""
+    return MISSING if is_missing(value) else f"{value:.0%}"
+
+
+def as_written(value: Any) -> str:
+    """`0.5`, `-0.02`: a threshold or a tolerance in its shortest form (Python's `g`), or the em dash."""
+    return MISSING if is_missing(value) else f"{value:g}"
 
 
 def count(value: Any) -> str:

@@ -8,15 +8,46 @@ x_floor(h) + (h - floor(h)) (x_ceil(h) - x_floor(h)).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from evalbook.formatting import is_missing
+
 PERCENTILE_METHOD = "linear"
 SUMMARY_PERCENTILES = {"p10": 10, "p50": 50, "p90": 90}
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """How every interval evalbook reports is drawn: the report's means, a comparison's deltas
+    and a calibration's agreement statistics. BOOTSTRAP holds evalbook's defaults; compare and
+    calibrate take each field as a setting of their own."""
+
+    resamples: int = 2000  # bootstrap resamples for each confidence interval
+    seed: int = 0  # bootstrap seed
+    confidence: float = 0.95  # confidence level of the intervals
+
+    @classmethod
+    def checked(cls, resamples: Any, seed: Any, confidence: Any, error: type[Exception]) -> Bootstrap:
+        """The three values, checked: `error` names the first that is not usable."""
+        resamples, seed = whole_number("resamples", resamples, 1, error), whole_number("seed", seed, 0, error)
+        if not isinstance(confidence, (int, float)) or isinstance(confidence, bool) or not 0 < confidence < 1:
+            raise error(f"confidence must lie strictly between 0 and 1, got {confidence}")
+        return cls(resamples=resamples, seed=seed, confidence=float(confidence))
+
+
+BOOTSTRAP = Bootstrap()
+
+
+def whole_number(name: str, value: Any, lowest: int, error: type[Exception]) -> int:
+    """`value` as an int when it is a whole number of at least `lowest`; else `error` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < lowest:
+        kind = "a positive" if lowest == 1 else "a non-negative"
+        raise error(f"{name} must be {kind} integer, got {value!r}")
+    return int(value)
 
 
 def _present(values: Iterable[Any]) -> tuple[np.ndarray, int]:
@@ -84,10 +115,6 @@ class PairedValues:
         return self.n_null_baseline_only + self.n_null_candidate_only + self.n_null_both
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def paired_deltas(ids: Sequence[str], baseline_values: Sequence[Any],
                   candidate_values: Sequence[Any]) -> PairedValues:
     """Per-pair deltas candidate - baseline over the pairs where both values are present.
@@ -101,7 +128,7 @@ def paired_deltas(ids: Sequence[str], baseline_values: Sequence[Any],
     kept, base, cand = [], [], []
     null_baseline = null_candidate = null_both = 0
     for example_id, b, c in zip(ids, baseline_values, candidate_values):
-        b_missing, c_missing = _missing(b), _missing(c)
+        b_missing, c_missing = is_missing(b), is_missing(c)
         if b_missing and c_missing:
             null_both += 1
         elif b_missing:

@@ -5,8 +5,9 @@
 - HTML templates autoescape. Markdown templates do not; instead every value they print goes
   through escape_markdown, unless a filter marked it safe (the number filters below, whose output
   is digits and signs, and `markup` for text built by another template).
-- Every value printed into HTML first has its control characters made visible (visible_controls),
-  in the `finalize` hook, so that no template can forget it.
+- Every value printed into HTML goes through escaping.escape_html (control characters made
+  visible, then escaped) in the `finalize` hook, so that no template can forget it and every
+  page escapes as the notebooks' tables do.
 - StrictUndefined: a name a template uses and the context lacks is an error, not an empty string.
 
 A page's code builds a context of plain values (text, numbers, lists of rows) and calls render();
@@ -22,7 +23,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, pass_eval_contex
 from markupsafe import Markup, escape
 
 from evalbook import formatting
-from evalbook.escaping import escape_markdown, shown_text, visible_controls
+from evalbook.escaping import escape_html, escape_markdown, shown_text
 
 
 @pass_eval_context
@@ -30,7 +31,7 @@ def _finalize(eval_ctx: Any, value: Any) -> Any:
     if isinstance(value, Markup):
         return value
     if eval_ctx.autoescape:
-        return visible_controls(str(value))  # autoescape escapes it after this
+        return Markup(escape_html(value))  # the one escaper: controls made visible, then escaped
     return Markup(escape_markdown(value))
 
 
@@ -55,13 +56,14 @@ def _markdown(eval_ctx: Any, value: Any) -> Markup:
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """The environment (built once): autoescape for .html, StrictUndefined, the finalize hook and
-    the formatting filters: number, signed, interval, interval_of, p_value, count, shown, md."""
+    the formatting filters: number, signed, interval, interval_of, p_value, count, percent, as_written,
+    shown, md."""
     env = Environment(loader=PackageLoader("evalbook", "templates"),
                       autoescape=select_autoescape(enabled_extensions=("html",), disabled_extensions=("md", "css"),
                                                    default_for_string=True, default=True),
                       undefined=StrictUndefined, finalize=_finalize, trim_blocks=True, lstrip_blocks=True,
                       keep_trailing_newline=True)
-    for name in ("number", "signed", "interval", "interval_of", "p_value", "count"):
+    for name in ("number", "signed", "interval", "interval_of", "p_value", "count", "percent", "as_written"):
         env.filters[name] = _trusted(getattr(formatting, name))
     env.filters["shown"] = shown_text
     env.filters["md"] = _markdown

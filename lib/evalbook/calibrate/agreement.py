@@ -17,18 +17,15 @@ from typing import Any, Callable, Sequence
 
 import krippendorff
 import numpy as np
-import pandas as pd
 from scipy import stats
 from sklearn import metrics
+
+from evalbook.formatting import is_missing
 
 ALPHA_LEVELS = ("nominal", "ordinal", "interval")
 
 
 # ---------------------------------------------------------------- input shaping
-
-def _is_missing(value: Any) -> bool:
-    return value is None or (np.ndim(value) == 0 and bool(pd.isna(value)))
-
 
 def _as_float(value: Any, what: str, position: int) -> float:
     try:
@@ -54,9 +51,9 @@ def scored_pairs(scores: Sequence[Any], labels: Sequence[Any]) -> tuple[list[flo
     _same_length(scores=scores, labels=labels)
     kept_scores, kept_labels, n_missing = [], [], 0
     for position, (score, label) in enumerate(zip(scores, labels)):
-        if _is_missing(label):
+        if is_missing(label):
             raise ValueError(f"label at position {position} is missing; every pair needs a label")
-        if _is_missing(score):
+        if is_missing(score):
             n_missing += 1
             continue
         kept_scores.append(_as_float(score, "score", position))
@@ -67,7 +64,7 @@ def scored_pairs(scores: Sequence[Any], labels: Sequence[Any]) -> tuple[list[flo
 def _score_array(scores: Sequence[Any]) -> np.ndarray:
     values = []
     for position, score in enumerate(scores):
-        if _is_missing(score):
+        if is_missing(score):
             raise ValueError(f"score at position {position} is missing; pass only the scored pairs "
                              "(scored_pairs leaves the others out and counts them)")
         values.append(_as_float(score, "score", position))
@@ -76,7 +73,7 @@ def _score_array(scores: Sequence[Any]) -> np.ndarray:
 
 def _passed_array(passed: Sequence[Any]) -> np.ndarray:
     for position, value in enumerate(passed):
-        if _is_missing(value) or value not in (True, False):
+        if is_missing(value) or value not in (True, False):
             raise ValueError(f"passed at position {position} is not true or false: {value!r}")
     return np.asarray([bool(value) for value in passed], dtype=bool)
 
@@ -388,7 +385,7 @@ def rank_disagreements(ids: Sequence[Any], scores: Sequence[Any], labels: Sequen
         raise ValueError(f"n must be a whole number of at least 0, got {n}")
     _same_length(ids=ids, scores=scores, labels=labels)
     kept_scores, kept_labels, _ = scored_pairs(scores, labels)
-    kept_ids = [example_id for example_id, score in zip(ids, scores) if not _is_missing(score)]
+    kept_ids = [example_id for example_id, score in zip(ids, scores) if not is_missing(score)]
     if not kept_ids:
         return []
     score_array = np.asarray(kept_scores, dtype=np.float64)

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from evalbook.errors import UnusableInput
+from evalbook.formatting import is_missing
 from evalbook.calibrate.settings import LABEL_KINDS, MIN_EXAMPLES
 from evalbook.load import (
     LoadError,
@@ -153,17 +154,14 @@ class Matched:
         object.__setattr__(self, "n_unlabelled", len(self.unlabelled_ids))
 
 
-def _is_missing(value: Any) -> bool:
-    if value is None or value is pd.NA:
-        return True
-    if isinstance(value, (float, np.floating)) and math.isnan(value):
-        return True
-    return isinstance(value, str) and value.strip() == ""
+def _is_blank(value: Any) -> bool:
+    """A missing label cell: missing (evalbook.formatting.is_missing) or blank text."""
+    return is_missing(value) or (isinstance(value, str) and value.strip() == "")
 
 
 def _read_label(value: Any) -> tuple[str, float | None]:
     """The sort of one label cell and its value (1.0/0.0 for a binary word or boolean)."""
-    if _is_missing(value):
+    if _is_blank(value):
         return MISSING, None
     if isinstance(value, (bool, np.bool_)):
         return WORD, float(value)
@@ -328,7 +326,7 @@ def _names(frame: pd.DataFrame, path: str, column: str, what: str,
            missing_message: str) -> list[str]:
     """A column of ids or raters as text: strings or integers, none missing."""
     rows, raw = frame["__row"].tolist(), frame[column].tolist()
-    _raise_for(path, column, rows, raw, [_is_missing(v) for v in raw], missing_message)
+    _raise_for(path, column, rows, raw, [_is_blank(v) for v in raw], missing_message)
     _raise_for(path, column, rows, raw,
                [isinstance(v, (bool, np.bool_)) or not isinstance(v, (str, int, np.integer))
                 for v in raw], f"{what} must be strings or integers; found {{values}}")
@@ -348,9 +346,9 @@ def _notes(frame: pd.DataFrame, path: str) -> list[str | None]:
     if "note" not in frame.columns:
         return [None] * len(frame)
     rows, raw = frame["__row"].tolist(), frame["note"].tolist()
-    not_text = [not _is_missing(v) and not isinstance(v, str) for v in raw]
+    not_text = [not _is_blank(v) and not isinstance(v, str) for v in raw]
     _raise_for(path, "note", rows, raw, not_text, "notes must be text; found {values}")
-    return [None if _is_missing(value) else value for value in raw]
+    return [None if _is_blank(value) else value for value in raw]
 
 
 def _check_unique(path: str, ids: list[str], raters: list[str | None], rows: list[int]) -> None:

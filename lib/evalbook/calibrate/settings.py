@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evalbook.errors import UnusableInput
-from evalbook.compare.settings import whole_number
+from evalbook.stats import BOOTSTRAP, Bootstrap, whole_number
 
 LABEL_KINDS = ("ordinal", "binary", "continuous")
 # A rank correlation, a ROC curve and a threshold each need two labelled examples at least.
@@ -24,9 +24,9 @@ class CalibrationError(UnusableInput, ValueError):
 class Settings:
     """How a calibration is computed. Its defaults are evalbook's."""
 
-    resamples: int = 2000  # bootstrap resamples for each confidence interval
-    seed: int = 0  # bootstrap seed
-    confidence: float = 0.95  # confidence level of the intervals
+    resamples: int = BOOTSTRAP.resamples  # the bootstrap (evalbook.stats.Bootstrap)
+    seed: int = BOOTSTRAP.seed
+    confidence: float = BOOTSTRAP.confidence
     # An ordinal or continuous label at or above this counts as a pass (4 on a 1-5 scale: "correct,
     # with a small gap" or better). Binary labels need no cut.
     good_label_min: float = 4.0
@@ -37,18 +37,17 @@ class Settings:
     label_kind: str | None = None  # ordinal, binary or continuous; None: inferred and stated
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "resamples", whole_number("resamples", self.resamples, 1, CalibrationError))
-        object.__setattr__(self, "seed", whole_number("seed", self.seed, 0, CalibrationError))
+        bootstrap = Bootstrap.checked(self.resamples, self.seed, self.confidence, CalibrationError)
+        for name in ("resamples", "seed", "confidence"):
+            object.__setattr__(self, name, getattr(bootstrap, name))
         object.__setattr__(self, "n_disagreements",
                            whole_number("n_disagreements", self.n_disagreements, 0, CalibrationError))
-        if not 0 < self.confidence < 1:
-            raise CalibrationError(f"confidence must lie strictly between 0 and 1, got {self.confidence}")
         if not 0 < self.target_precision <= 1:
             raise CalibrationError(f"target_precision must lie in (0, 1], got {self.target_precision}")
         if self.label_kind is not None and self.label_kind not in LABEL_KINDS:
             raise CalibrationError(f"label_kind must be one of {', '.join(LABEL_KINDS)} (or None to "
                                    f"infer it), got {self.label_kind!r}")
-        for name in ("confidence", "target_precision", "good_label_min"):
+        for name in ("target_precision", "good_label_min"):
             object.__setattr__(self, name, float(getattr(self, name)))
 
 

@@ -14,9 +14,8 @@ from typing import Any
 import pandas as pd
 
 from evalbook.files import write_atomically
-from evalbook.compare.settings import DEFAULTS as BOOTSTRAP
 from evalbook.metrics import METRICS, SCORE_FLAGS, names
-from evalbook.stats import PERCENTILE_METHOD, mean_interval, rate, summarize
+from evalbook.stats import BOOTSTRAP, PERCENTILE_METHOD, mean_interval, rate, summarize
 from evalbook.validation import ReportError, validate_report
 
 SCHEMA_VERSION = "1.7"

@@ -6,6 +6,8 @@ from typing import Sequence
 
 import pandas as pd
 
+from evalbook.formatting import is_missing
+
 
 def normalise_text(text: str) -> str:
     """Collapse whitespace so that a retrieved context matches its gold text despite re-wrapping."""
@@ -39,9 +41,9 @@ def retrieval_columns(frame: pd.DataFrame, k: int) -> pd.DataFrame:
         retrieved_ids = getattr(row, "retrieved_ids", None)
         gold_id = getattr(row, "gold_id", None)
         retrieved_contexts = getattr(row, "retrieved_contexts", None)
-        if not _is_missing(retrieved_ids) and not _is_missing(gold_id):
+        if not is_missing(retrieved_ids) and not is_missing(gold_id):
             rank = rank_of(gold_id, list(retrieved_ids))
-        elif not _is_missing(retrieved_contexts):
+        elif not is_missing(retrieved_contexts):
             rank = rank_of(normalise_text(row.context),
                            [normalise_text(text) for text in retrieved_contexts])
         else:
@@ -49,8 +51,3 @@ def retrieval_columns(frame: pd.DataFrame, k: int) -> pd.DataFrame:
         ranks[position] = pd.NA if rank is None else rank
         matches[position] = top_k_match(rank, k)
     return pd.DataFrame({"rank": ranks, "top_k_match": matches})
-
-
-def _is_missing(value) -> bool:
-    """None, NaN or <NA>; a list (even an empty one) is present."""
-    return value is None or (isinstance(value, float) and value != value) or value is pd.NA
