@@ -25,7 +25,9 @@ import yaml
 from browser import inspect_offline, offline_browser
 from evalbook.compare.document import validate_comparison
 from evalbook.publish.pages import external_references, noinput_path
-from evalbook.publish.index import COMPARISONS_DIR, build_index, collect_runs
+from evalbook.layout import COMPARISONS_DIR
+from evalbook.publish.catalog import collect_runs
+from evalbook.publish.index import build_index
 from paths import DEFAULT_PROFILE, ROOT, TRUNCATED
 
 pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models

@@ -11,9 +11,10 @@ import pytest
 
 from browser import inspect_offline
 from evalbook.publish.pages import external_references
-from evalbook.layout import CALIBRATION_DIR
-from evalbook.publish.index import (COMPARISONS_DIR, MISSING, build_index, collect_calibrations, collect_comparisons,
-                                    collect_runs)
+from evalbook.layout import CALIBRATION_DIR, COMPARISONS_DIR
+from evalbook.formatting import MISSING
+from evalbook.publish.catalog import collect_calibrations, collect_comparisons, collect_runs
+from evalbook.publish.index import build_index
 
 JUDGED = "11111111-1111-4111-8111-111111111111"
 FAILED = "22222222-2222-4222-8222-222222222222"

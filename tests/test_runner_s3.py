@@ -20,7 +20,7 @@ import boto3
 import pytest
 
 from evalbook.report.document import validate_report
-from evalbook.publish.index import collect_calibrations, collect_runs
+from evalbook.publish.catalog import collect_calibrations, collect_runs
 from evalbook.storage import read_bytes
 from paths import DEFAULT_PROFILE, ROOT
 from s3server import AWS_VARIABLES_REPLACED as AWS_TEST_VARIABLES_REPLACED

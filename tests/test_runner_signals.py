@@ -24,7 +24,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from evalbook.publish.index import build_index, collect_runs
+from evalbook.publish.catalog import collect_runs
+from evalbook.publish.index import build_index
 from evalbook.judge.server import is_serving
 from paths import DEFAULT_PROFILE, ROOT
 

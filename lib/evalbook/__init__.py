@@ -37,7 +37,9 @@ Stages                  what they compute                                 what t
     tables, figures       what 06 shows
 - publish/              after the stages
     pages                 a notebook's offline HTML                       <stage>.html, .noinput.html
-    index                 every run and comparison                         index.html
+    catalog               what the index lists: every run, comparison and
+                          calibration as rows
+    index                 renders them                                     index.html
     rundiff               `make diff` of two runs
     summary               a run's or a comparison's summary for a pull     summary.md
                           request, also appended to $GITHUB_STEP_SUMMARY

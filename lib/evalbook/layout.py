@@ -35,7 +35,8 @@ RUN_DAY_GLOB = f"*/{RUNS_DIR}/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]"
 # The stages, each a notebook of notebooks/ executed into the run folder as `<stage>.ipynb`, with
 # its pages `<stage>.html` and `<stage>.noinput.html`.
 GENERATE_STAGE = "00_generate"  # first, only when the profile's generate section is enabled
-STAGES = ("01_load", "02_score", "03_judge", "04_report")
+REPORT_STAGE = "04_report"
+STAGES = ("01_load", "02_score", "03_judge", REPORT_STAGE)
 ALL_STAGES = (GENERATE_STAGE, *STAGES)
 # The other files of a run folder that evalbook itself names.
 PARAMS_FILE = "params.yaml"  # the resolved profile the stages read
@@ -45,6 +46,8 @@ FAILED_MARKER = "FAILED"  # the error, when a stage failed
 # when a finished run's upload to a remote outputs root was refused (also in a comparison's or
 # calibration's folder)
 NOT_UPLOADED_MARKER = "NOT_UPLOADED"
+SUMMARY_FILE = "summary.md"  # a run's or a comparison's first screen in Markdown (publish.summary)
+INDEX_FILE = "index.html"  # the runs index, at the local outputs root (publish.index)
 
 
 def run_folder(outputs_root: Path, env: str, run_id: str, started: datetime) -> Path:
