@@ -28,7 +28,7 @@ import bench_scoring  # noqa: E402
 from benchlib import perturb, synthetic_texts  # noqa: E402
 from standin_server import StandinServer, spawn_standin  # noqa: E402
 
-from evalbook.judge.cache import JudgeCache  # noqa: E402
+from evalbook.replycache import ReplyCache  # noqa: E402
 from evalbook.judge.stage import judge_table  # noqa: E402
 
 DELAY = 0.05
@@ -61,7 +61,7 @@ def config_for(base_url: str, mode: str = "json_object_schema") -> dict:
 @pytest.mark.parametrize("mode", ["json_schema", "json_object_schema", "json_instructions"])
 def test_the_stand_in_answers_every_metric_with_replies_evalbook_scores(server, examples, tmp_path, mode):
     before = server.stats()
-    cache = JudgeCache(tmp_path / "cache.sqlite")
+    cache = ReplyCache(tmp_path / "cache.sqlite")
     try:
         outcome = judge_table(examples, config_for(server.base_url, mode), cache, fake_embed, seed=0)
     finally:
@@ -79,7 +79,7 @@ def test_the_stand_in_answers_every_metric_with_replies_evalbook_scores(server, 
 
 
 def test_groundedness_statements_come_from_the_answer(server, examples, tmp_path):
-    cache = JudgeCache(tmp_path / "cache.sqlite")
+    cache = ReplyCache(tmp_path / "cache.sqlite")
     try:
         outcome = judge_table(examples.head(1), config_for(server.base_url), cache, fake_embed, seed=0)
     finally:

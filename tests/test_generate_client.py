@@ -18,7 +18,7 @@ from evalbook.generate import client as client_module
 from evalbook.generate.mapping import MappingError, ResponseMapping
 from evalbook.generate.settings import GenerateConfigError, Item, endpoint_from
 from evalbook.generate.stage import GenerateFailed, check_something_generated, generate_answers
-from evalbook.judge.cache import JudgeCache
+from evalbook.replycache import ReplyCache
 from evalbook.params import load_profile
 from evalbook.redaction import Redactor
 
@@ -58,7 +58,7 @@ def openai_config(config) -> dict:
 
 @pytest.fixture
 def cache(tmp_path):
-    store = JudgeCache(tmp_path / "generate-cache.sqlite")
+    store = ReplyCache(tmp_path / "generate-cache.sqlite")
     yield store
     store.close()
 
@@ -357,7 +357,7 @@ def test_a_header_comes_from_the_environment_and_its_value_never_reaches_the_out
     assert outcome.summary["n_redacted"] == 2  # the two answered rows' model; e1's error is redacted too
 
 
-def cache_bytes(cache: JudgeCache) -> bytes:
+def cache_bytes(cache: ReplyCache) -> bytes:
     """The cache file's bytes with its write-ahead log's, where recent entries sit."""
     return b"".join(path.read_bytes() for path in cache.path.parent.glob(cache.path.name + "*"))
 

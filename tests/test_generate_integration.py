@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evalbook.judge.server import answers_ok
+from evalbook.processes import answers_ok
 from evalbook.report.document import validate_report
 from evalbook.runner import run_pipeline
 from faultserver import free_port

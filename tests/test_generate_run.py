@@ -13,7 +13,7 @@ import papermill
 import pytest
 import yaml
 
-from evalbook.judge.server import answers_ok
+from evalbook.processes import answers_ok
 from evalbook.runner import RunFailed, run_pipeline
 from faultserver import free_port
 from paths import DEFAULT_PROFILE, NO_JUDGE, ROOT

@@ -12,7 +12,7 @@ import pytest
 
 from evalbook.judge import client as client_module
 from evalbook.judge import groundedness
-from evalbook.judge.cache import JudgeCache
+from evalbook.replycache import ReplyCache
 from evalbook.judge.client import JudgeClient, JudgeConfigError, JudgeRequest, JudgeSettings
 from evalbook.judge.stage import score_one
 
@@ -89,7 +89,7 @@ def scripted(*steps):
 
 @pytest.fixture
 def cache(tmp_path):
-    cache = JudgeCache(tmp_path / "c.sqlite")
+    cache = ReplyCache(tmp_path / "c.sqlite")
     yield cache
     cache.close()
 
@@ -144,10 +144,10 @@ def test_a_rerun_is_served_from_the_cache_with_no_call(cache):
 
 def test_the_cache_persists_across_connections(tmp_path):
     server = Server()
-    first = JudgeCache(tmp_path / "c.sqlite")
+    first = ReplyCache(tmp_path / "c.sqlite")
     JudgeClient(settings(), first, http_transport=server.transport()).run([request("e1")])
     first.close()
-    second = JudgeCache(tmp_path / "c.sqlite")
+    second = ReplyCache(tmp_path / "c.sqlite")
     try:
         replies = JudgeClient(settings(), second, http_transport=server.transport()).run([request("e1")])
     finally:
@@ -462,7 +462,7 @@ def test_a_loopback_judge_is_reached_directly_even_with_a_proxy_set(tmp_path, mo
         monkeypatch.delenv("no_proxy", raising=False)
         local = settings(base_url=f"http://127.0.0.1:{server.server_port}/v1", max_retries=0)
         assert local.loopback and not settings().loopback
-        [reply] = JudgeClient(local, JudgeCache(tmp_path / "c.sqlite")).run([request()])
+        [reply] = JudgeClient(local, ReplyCache(tmp_path / "c.sqlite")).run([request()])
         assert reply.error is None and reply.text == GOOD_TEXT
     finally:
         server.shutdown()

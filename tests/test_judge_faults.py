@@ -24,7 +24,7 @@ import yaml
 
 from faultserver import NOT_JSON_TEXT, FaultServer, schema_of
 from evalbook.judge import stage as stage_module
-from evalbook.judge.cache import JudgeCache
+from evalbook.replycache import ReplyCache
 from evalbook.judge.parsing import Unparsed, parse_reply
 from evalbook.judge.stage import build_requests, judge_table, templates_for
 from paths import ROOT, read_default_values
@@ -70,7 +70,7 @@ def quick_backoff(monkeypatch):
 
 @pytest.fixture
 def cache(tmp_path):
-    cache = JudgeCache(tmp_path / "judge-cache.sqlite")
+    cache = ReplyCache(tmp_path / "judge-cache.sqlite")
     yield cache
     cache.close()
 
@@ -122,7 +122,7 @@ def asked(bodies: list[dict]) -> list[tuple[str, str]]:
     return calls
 
 
-def cached_judgments(cache: JudgeCache, config: dict) -> set[tuple[str, str]]:
+def cached_judgments(cache: ReplyCache, config: dict) -> set[tuple[str, str]]:
     """The judgments the cache holds; fails when one of them does not parse."""
     held = set()
     requests = build_requests(canonical().set_index("id", drop=False), config, templates_for(config))

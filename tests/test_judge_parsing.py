@@ -8,7 +8,7 @@ import pytest
 
 from evalbook.judge import groundedness, relevance
 from evalbook.judge.parsing import Unparsed, parse_reply, read_reply
-from evalbook.judge.prompts import PromptError, PromptTemplate, defuse, load_template
+from evalbook.prompts import PromptError, PromptTemplate, defuse, load_template
 from evalbook.judge.protocol import JUDGED_METRICS
 
 SCHEMA = groundedness.SCHEMA

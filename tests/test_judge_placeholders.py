@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from evalbook.judge import criteria, groundedness, parsing, relevance
-from evalbook.judge.cache import JudgeCache
+from evalbook.replycache import ReplyCache
 from evalbook.judge.display import unscored_table
 from evalbook.judge.parsing import PLACEHOLDER_REASON, Unparsed, example_texts, parse_reply, unreadable
-from evalbook.judge.prompts import load_template
+from evalbook.prompts import load_template
 from evalbook.judge.protocol import JUDGED_METRICS
 from evalbook.judge.stage import build_requests, judge_table, templates_for
 from test_judge_stage import canonical, embed
@@ -187,7 +187,7 @@ def config(default_judge_config) -> dict:
 
 @pytest.fixture
 def cache(tmp_path):
-    cache = JudgeCache(tmp_path / "judge-cache.sqlite")
+    cache = ReplyCache(tmp_path / "judge-cache.sqlite")
     yield cache
     cache.close()
 

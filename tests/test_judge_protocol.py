@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from evalbook.judge import groundedness, protocol, stage
-from evalbook.judge.cache import JudgeCache
+from evalbook.replycache import ReplyCache
 from evalbook.judge.groundedness import SCHEMA as STATEMENTS_SCHEMA
 from evalbook.judge.protocol import JUDGED_METRICS, JudgedMetric
 from evalbook.judge.score import Score
@@ -63,12 +63,12 @@ def table() -> pd.DataFrame:
 
 @pytest.fixture
 def cache(tmp_path):
-    cache = JudgeCache(tmp_path / "judge-cache.sqlite")
+    cache = ReplyCache(tmp_path / "judge-cache.sqlite")
     yield cache
     cache.close()
 
 
-def run(config: dict, cache: JudgeCache, metrics):
+def run(config: dict, cache: ReplyCache, metrics):
     return stage.judge_table(table(), config, cache, embed=None, seed=0,
                              http_transport=httpx.MockTransport(judge), metrics=metrics)
 

@@ -156,9 +156,9 @@ def test_a_cache_entry_holding_the_key_is_dropped_counted_and_asked_again(tmp_pa
 
 def test_the_leak_check_would_see_a_key_in_the_cache(tmp_path):
     """The scan reads sqlite files too: a key stored there would be found."""
-    from evalbook.judge.cache import JudgeCache
+    from evalbook.replycache import ReplyCache
 
-    cache = JudgeCache(tmp_path / "c.sqlite")
+    cache = ReplyCache(tmp_path / "c.sqlite")
     cache.put("k", {"text": SECRET})
     cache.close()
     assert files_holding(tmp_path, SECRET.encode("utf-8")) == [tmp_path / "c.sqlite"]
@@ -177,7 +177,7 @@ def test_nothing_eligible_fails_the_judge_stage_loudly(write_judge_profile):
 
 
 def test_an_embedding_endpoint_that_echoes_the_key_raises_a_redacted_error(tmp_path, monkeypatch, default_judge_config):
-    from evalbook.judge.cache import JudgeCache
+    from evalbook.replycache import ReplyCache
     from evalbook.judge.stage import EmbeddingFailed, openai_embedder, settings_from
 
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
@@ -186,7 +186,7 @@ def test_an_embedding_endpoint_that_echoes_the_key_raises_a_redacted_error(tmp_p
     def echo(request: httpx.Request) -> httpx.Response:
         return httpx.Response(500, json={"error": {"message": f"bad key {request.headers['authorization']}"}})
 
-    cache = JudgeCache(tmp_path / "c.sqlite")
+    cache = ReplyCache(tmp_path / "c.sqlite")
     embed = openai_embedder(settings_from(default_judge_config), "text-embedding-3-small", cache,
                             http_transport=httpx.MockTransport(echo))
     with pytest.raises(EmbeddingFailed) as raised:

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from evalbook.judge import stage as stage_module
-from evalbook.judge.cache import JudgeCache
-from evalbook.judge.prompts import PromptTemplate, load_template
+from evalbook.replycache import ReplyCache
+from evalbook.prompts import PromptTemplate, load_template
 from evalbook.judge.stage import (MISSING_SOURCE, NothingEligible, batched_embedder, build_requests,
                                   describe_judge, judge_table, select, templates_for)
 from evalbook.load import canonical_arrow, read_canonical
@@ -144,7 +144,7 @@ class FakeJudge:
 
 @pytest.fixture
 def cache(tmp_path):
-    cache = JudgeCache(tmp_path / "judge-cache.sqlite")
+    cache = ReplyCache(tmp_path / "judge-cache.sqlite")
     yield cache
     cache.close()
 
@@ -636,7 +636,7 @@ class ChattyJudge(FakeJudge):
 def test_a_reply_with_extra_keys_counts_and_the_keys_are_counted_beside_the_unscored(config, cache):
     table = mixed_table()
     plain, _ = run(table, config, cache)
-    chatty, _ = run(table, config, JudgeCache(cache.path.with_name("other.sqlite")), ChattyJudge())
+    chatty, _ = run(table, config, ReplyCache(cache.path.with_name("other.sqlite")), ChattyJudge())
     record = chatty.records["e1"]["groundedness"]
     assert record["score"] == plain.records["e1"]["groundedness"]["score"] == 1 / 3
     assert record["extra_keys"] == ["note", "statements/0/confidence"]

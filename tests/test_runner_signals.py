@@ -26,7 +26,7 @@ import pytest
 
 from evalbook.publish.catalog import collect_runs
 from evalbook.publish.index import build_index
-from evalbook.judge.server import is_serving
+from evalbook.processes import is_serving
 from paths import DEFAULT_PROFILE, ROOT
 
 pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models

@@ -17,9 +17,9 @@ Stages                  what they compute                                 what t
     embcache, engines     the embedding cache; local or Ray Data actors
     onnxgraph             the onnxruntime backend's exported graph and its  onnx-graphs/
                           cache (scoring.backend)
-- judge/                03_judge: client, cache, prompts, the metric     judge.json,
-                        protocol, one module per judged metric, the       judge-cache.sqlite
-                        local llama.cpp server
+- judge/                03_judge: client, the metric protocol, one        judge.json
+                        module per judged metric, the local llama.cpp
+                        server
 - report/               04_report                                         <run_id>.json, figures/
     document              assembles, validates and writes the report
     schema                the metric ranges of report-v1.json, from the registry
@@ -47,6 +47,9 @@ Stages                  what they compute                                 what t
 Shared
 - metrics       the metric registry: name, kind, label, colour, direction, range, where it sits
 - calls         what the judge's and generate's calls share: their worker-thread loop, retry waits
+- replycache    their SQLite reply cache          judge-cache.sqlite, generate-cache.sqlite
+- prompts       their versioned prompt templates, rendered in a sandbox
+- processes     child processes: probing a server, tying it to its parent, ending it, its log
 - redaction     the one redactor: the profile's secrets out of every response stored or shown
 - runner        runs the stages with Papermill               params.yaml, run.json, FAILED, RUNNING
 - runs          a run folder's state: run.json (RunJson), its markers, reading them, every run

@@ -131,7 +131,7 @@ def run_generate(ctx: StageContext, http_transport=None):
     is raised after the files are written, so that the run fails and its folder shows why.
     """
     from evalbook.generate.stage import check_something_generated, generate_answers
-    from evalbook.judge.cache import JudgeCache
+    from evalbook.replycache import ReplyCache
 
     profile, config = ctx.profile, ctx.profile["generate"]
     if not config["enabled"]:
@@ -141,7 +141,7 @@ def run_generate(ctx: StageContext, http_transport=None):
         profile.path("input_path"), limit=profile["limit"], seed=profile["seed"],
         split=profile["dataset"]["split"], skip_incomplete=profile["skip_incomplete_examples"])
     _check_retrieved_contexts(examples, config, profile.path("input_path"))
-    cache = JudgeCache(Path(generate_cache_path(profile)))
+    cache = ReplyCache(Path(generate_cache_path(profile)))
     bar = _progress_bar(ctx, "generating", "answer")
 
     def planned(calls: int, cached: int) -> None:
@@ -288,7 +288,7 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
     A judge that is disabled or unreachable gives `not_run` with the reason and no scores. A
     judge with nothing eligible raises NothingEligible: the stage fails rather than pass.
     """
-    from evalbook.judge.cache import JudgeCache
+    from evalbook.replycache import ReplyCache
     from evalbook.judge.stage import judge_table, not_run, server_reachable, settings_from
 
     config = ctx.profile["judge"]
@@ -298,7 +298,7 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
     elif (reason := server_reachable(settings_from(config), http_transport=http_transport)) is not None:
         result = {"summary": not_run(reason, config), "models_judge": None, "records": {}}
     else:
-        cache = JudgeCache(Path(judge_cache_path(ctx.profile)))
+        cache = ReplyCache(Path(judge_cache_path(ctx.profile)))
         bar, progress = judge_progress(ctx)
         try:
             embed = relevance_embedder(ctx, cache) if config["metrics"]["relevance"]["enabled"] else None

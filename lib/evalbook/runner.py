@@ -286,7 +286,8 @@ def start_generation_server(profile, run_dir: Path, log: TextIO):
 def start_local_model(base_url: str, alias: str, log_path: Path, role: str, log: TextIO):
     """The local llama.cpp server at `base_url`, serving the model as `alias`, started and ready;
     None when one already answers there (it is used as it is and left running)."""
-    from evalbook.judge.server import LocalServer, is_serving
+    from evalbook.judge.server import LocalServer
+    from evalbook.processes import is_serving
 
     if is_serving(base_url):
         print(f"[evalbook] {role} server already running at {base_url}", file=log, flush=True)

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 from evalbook.calls import backoff_seconds, retry_after_seconds, run_in_worker
 from evalbook.generate.mapping import MappingError
 from evalbook.generate.settings import Endpoint, Item
-from evalbook.judge.cache import JudgeCache
+from evalbook.replycache import ReplyCache
 from evalbook.redaction import Redactor, header_secrets
 
 SHOWN_BODY_CHARACTERS = 200
@@ -86,7 +86,7 @@ class _Attempt:
 
 
 class GenerateClient:
-    def __init__(self, endpoint: Endpoint, settings: CallSettings, cache: JudgeCache, http_transport=None,
+    def __init__(self, endpoint: Endpoint, settings: CallSettings, cache: ReplyCache, http_transport=None,
                  redactor: Redactor | None = None):
         self.endpoint = endpoint
         self.settings = settings

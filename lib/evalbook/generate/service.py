@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from evalbook.judge.server import answers_ok, die_with_parent, end_process, log_tail
+from evalbook.processes import answers_ok, die_with_parent, end_process, log_tail
 
 POLL_SECONDS = 0.25
 

@@ -26,9 +26,9 @@ from urllib.parse import urlsplit
 
 from evalbook.errors import EvalbookError
 from evalbook.generate.mapping import CHAT_COMPLETION, ResponseMapping
-from evalbook.judge.cache import cache_key
-from evalbook.judge.prompts import PromptTemplate, load_template
-from evalbook.judge.server import is_loopback
+from evalbook.replycache import cache_key
+from evalbook.prompts import PromptTemplate, load_template
+from evalbook.processes import is_loopback
 
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 BODY_FIELDS = ("id", "question", "context")

@@ -21,7 +21,7 @@ import pyarrow as pa
 from evalbook.errors import EvalbookError
 from evalbook.generate.client import CallSettings, GenerateClient, Generation
 from evalbook.generate.settings import Endpoint, Item, endpoint_from
-from evalbook.judge.cache import JudgeCache
+from evalbook.replycache import ReplyCache
 from evalbook.redaction import Redactor
 
 LATENCY_PERCENTILES = (50, 90, 99)
@@ -135,7 +135,7 @@ def check_something_generated(summary: dict[str, Any], table: pa.Table) -> None:
                          f"is nothing to score; the first: {first}")
 
 
-def generate_answers(examples: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
+def generate_answers(examples: pd.DataFrame, config: dict[str, Any], cache: ReplyCache,
                      http_transport=None, on_done: Callable[[Generation, GenerateClient], None] | None = None,
                      on_plan: Callable[[int, int], None] | None = None,
                      redactor: Redactor | None = None) -> GenerateOutcome:

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 from evalbook.errors import EvalbookError
 from evalbook.calls import backoff_seconds, retry_after_seconds, run_in_worker
-from evalbook.judge.cache import JudgeCache, cache_key
+from evalbook.replycache import ReplyCache, cache_key
 from evalbook.judge.parsing import Unparsed, Unreadable, parse_reply
 from evalbook.redaction import Redactor, profile_secrets
 
@@ -71,7 +71,7 @@ class JudgeSettings:
 
     @property
     def loopback(self) -> bool:
-        from evalbook.judge.server import is_loopback
+        from evalbook.processes import is_loopback
 
         return is_loopback(urlsplit(self.base_url).hostname or "")
 
@@ -187,7 +187,7 @@ def _mentions_response_format(error: Any) -> bool:
 
 
 class JudgeClient:
-    def __init__(self, settings: JudgeSettings, cache: JudgeCache, http_transport=None,
+    def __init__(self, settings: JudgeSettings, cache: ReplyCache, http_transport=None,
                  redactor: Redactor | None = None):
         if settings.structured_output not in STRUCTURED_MODES:
             raise JudgeConfigError(f"structured_output must be one of {STRUCTURED_MODES}, "

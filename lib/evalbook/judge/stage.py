@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from evalbook.errors import EvalbookError
-from evalbook.judge.cache import JudgeCache, cache_key
+from evalbook.replycache import ReplyCache, cache_key
 from evalbook.judge.client import JudgeClient, JudgeReply, JudgeRequest, JudgeSettings, RunStats
 from evalbook.judge.estimate import check_budget, estimate
 from evalbook.judge.parsing import Unparsed, parse_reply, read_reply
-from evalbook.judge.prompts import PromptTemplate, load_template
+from evalbook.prompts import PromptTemplate, load_template
 from evalbook.judge.protocol import JUDGED_METRICS, JudgedMetric
 from evalbook.judge.score import PLACEHOLDER_THRESHOLD, Score
 from evalbook.redaction import Redactor, profile_secrets
@@ -368,7 +368,7 @@ class OpenAIEmbedder:
     kept in the judge cache (keyed by the endpoint, the model and the text), so that a rerun
     makes no call; `usage` counts the calls, the cache hits and the tokens the endpoint reports."""
 
-    def __init__(self, settings: JudgeSettings, model_name: str, cache: JudgeCache, http_transport=None):
+    def __init__(self, settings: JudgeSettings, model_name: str, cache: ReplyCache, http_transport=None):
         # here, not at the top: openai and httpx take a while to import, and only this embedder uses them
         import httpx
         from openai import OpenAI
@@ -408,7 +408,7 @@ class OpenAIEmbedder:
         return np.asarray([vectors[text] for text in texts], dtype=np.float64)
 
 
-def openai_embedder(settings: JudgeSettings, model_name: str, cache: JudgeCache,
+def openai_embedder(settings: JudgeSettings, model_name: str, cache: ReplyCache,
                     http_transport=None) -> OpenAIEmbedder:
     return OpenAIEmbedder(settings, model_name, cache, http_transport)
 
@@ -470,7 +470,7 @@ def batched_embedder(texts: Sequence[str], embed: Callable[[list[str]], np.ndarr
     return lookup
 
 
-def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: JudgeCache,
+def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: ReplyCache,
                 embed: Callable[[list[str]], np.ndarray] | None, seed: int, http_transport=None,
                 progress: Callable[[JudgeReply, RunStats], None] | None = None,
                 metrics: Sequence[JudgedMetric] = JUDGED_METRICS,

@@ -1,4 +1,5 @@
-"""Versioned judge prompt templates (`prompts/<name>-v<N>.txt`) and their safe rendering.
+"""Versioned prompt templates (`<package>/prompts/<name>-v<N>.txt`, the judge's and 00_generate's)
+and their safe rendering.
 
 A template is a Jinja template, rendered in a sandbox, with undefined values an error and no
 HTML escaping (a prompt is plain text). It holds every word the judge is sent: the instructions,

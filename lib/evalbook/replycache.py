@@ -1,4 +1,5 @@
-"""A persistent SQLite cache of judge replies, shared by all runs.
+"""A persistent SQLite cache of model replies, shared by all runs: the judge's (judge-cache.sqlite)
+and the system under test's in 00_generate (generate-cache.sqlite).
 
 The key is the sha256 of everything that changes a reply: the model, the base URL, the prompt
 template's content hash, the sampling settings, the structured-output mode, the metric version
@@ -23,7 +24,7 @@ def cache_key(parts: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-class JudgeCache:
+class ReplyCache:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
