@@ -70,9 +70,9 @@ def generate_config(base_url: str, concurrency: int) -> dict[str, Any]:
 def generate_once(table: pd.DataFrame, config: dict[str, Any], cache_path: Path, server) -> dict[str, Any]:
     """One generate stage over `table`, timed; the counts from the summary and the server."""
     from evalbook.generate.stage import generate_answers
-    from evalbook.judge.cache import JudgeCache
+    from evalbook.replycache import ReplyCache
 
-    cache = JudgeCache(cache_path)
+    cache = ReplyCache(cache_path)
     served_before = server.stats().get("answers", 0)
     done_times: list[float] = []
     started = time.perf_counter()

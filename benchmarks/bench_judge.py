@@ -63,10 +63,10 @@ def judge_config(base_url: str, concurrency: int) -> dict[str, Any]:
 def judge_once(table: pd.DataFrame, config: dict[str, Any], cache_path: Path,
                embed: Callable, server) -> dict[str, Any]:
     """One judge stage over `table`, timed; the counts from the client, the summary and the server."""
-    from evalbook.judge.cache import JudgeCache
+    from evalbook.replycache import ReplyCache
     from evalbook.judge.stage import judge_table
 
-    cache = JudgeCache(cache_path)
+    cache = ReplyCache(cache_path)
     served_before = server.stats().get("chat_completions", 0)
     reply_times: list[float] = []
     started = time.perf_counter()
