@@ -1,7 +1,7 @@
 """The generation summary for people: a headline, a table of what happened, the failures.
 
-Every text from the endpoint or the user (the URL, the model ids, the reasons) is escaped by
-evalbook.escaping; show `headline` as HTML and the tables through escaped_table or readable_table.
+Every text from the endpoint or the user (the URL, the model ids, the reasons) is escaped by the
+template `headline` renders; show it as HTML, and the tables through escaped_table or readable_table.
 """
 
 from __future__ import annotations
@@ -10,34 +10,25 @@ from typing import Any
 
 import pandas as pd
 
-from evalbook.escaping import escape_html
+from evalbook.formatting import MISSING
+from evalbook.templating import render
 
 
 def _ms(value: float | None) -> str:
-    return "\u2014" if value is None else f"{value:,.0f} ms"
+    return MISSING if value is None else f"{value:,.0f} ms"
 
 
 def headline(summary: dict[str, Any]) -> str:
-    """One paragraph: how many answers came back, from what, how fast, and how many failed."""
-    models = ", ".join(summary["models"]) or summary["model"] or "no model id reported"
-    text = (f"<strong>{summary['n_ok']} of {summary['n']}</strong> questions were answered by "
-            f"<code>{escape_html(summary['endpoint'])}</code> ({escape_html(models)}).")
-    if summary["n_failed"]:
-        reasons = ", ".join(f"{n} {reason}" for reason, n in summary["failures"].items())
-        text += (f" <strong>{summary['n_failed']} failed</strong> ({escape_html(reasons)}): their answers "
-                 "count as missing, never as empty or invented.")
+    """One paragraph: how many answers came back, from what, how fast, and how many failed
+    (generate_headline.html)."""
     latency = summary["latency_ms"]
-    if latency["n"]:
-        text += f" Latency p50 {_ms(latency['p50'])}, p90 {_ms(latency['p90'])}, p99 {_ms(latency['p99'])}."
-    if summary["n_redacted"]:
-        text += (f" {summary['n_redacted']} responses held the value of a header (a secret), which was "
-                 "replaced by [redacted].")
-    text += f" {summary['calls']} calls were made and {summary['cache_hits']} answers came from the cache."
-    if summary["cache_hits"]:
-        text += (f" Cached answers were made by system version "
-                 f"<code>{escape_html(summary['system_version'])}</code>: change generate.system_version "
-                 "when the system under test changes.")
-    return f"<blockquote><p>{text}</p></blockquote>"
+    return render("generate_headline.html", n_ok=summary["n_ok"], n=summary["n"], endpoint=summary["endpoint"],
+                  models=", ".join(summary["models"]) or summary["model"] or "no model id reported",
+                  n_failed=summary["n_failed"],
+                  failures=", ".join(f"{n} {reason}" for reason, n in summary["failures"].items()),
+                  latency={q: _ms(latency[q]) for q in ("p50", "p90", "p99")} if latency["n"] else None,
+                  n_redacted=summary["n_redacted"], calls=summary["calls"], cache_hits=summary["cache_hits"],
+                  system_version=summary["system_version"])
 
 
 def summary_table(summary: dict[str, Any]) -> pd.DataFrame:
@@ -73,5 +64,5 @@ def answers_table(table: pd.DataFrame, examples: pd.DataFrame) -> pd.DataFrame:
         "latency (ms)": rows["latency_ms"].round().astype("Int64"), "cached": rows["cached"].map({True: "yes", False: "no"})})
     if "retrieved_ids" in rows.columns:
         frame.insert(3, "retrieved", rows["retrieved_ids"].map(
-            lambda ids: "\u2014" if ids is None else ", ".join(ids)))
+            lambda ids: MISSING if ids is None else ", ".join(ids)))
     return frame.reset_index(drop=True)

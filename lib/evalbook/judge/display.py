@@ -6,7 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from evalbook.escaping import escape_html
+from evalbook.judge.estimate import describe
+from evalbook.templating import render
 
 # The summary's statistics of each metric, by the column a reader sees; the threshold is shown
 # apart, read in words, and the calls, tokens and cost are a second table.
@@ -22,41 +23,25 @@ def plain_reason(reason: str | None) -> str:
     return str(reason or "no reason was recorded").split(" (", 1)[0]
 
 
-def banner(summary: dict[str, Any]) -> str:
-    """HTML to put above any judge number: not run, placeholder thresholds, the profile's note
-    on the judge (when it ran).
-
-    The reason, label and note are escaped by evalbook.escaping; show the banner as HTML."""
-    paragraphs = []
+def _banner_context(summary: dict[str, Any]) -> dict[str, Any]:
     if summary["status"] == "not_run":
-        paragraphs.append(f"<strong>The judge did not run.</strong> {escape_html(plain_reason(summary['reason']))}. "
-                          "No judge score is reported for this run.")
-    else:
-        paragraphs.append(f"Judge <code>{escape_html(summary['label'])}</code> judged "
-                          f"{summary['sampling']['n_judged']} of {summary['eligibility']['n_eligible']} "
-                          f"eligible answers ({summary['sampling']['fraction_of_eligible_judged']:.0%}).")
-        if summary["eligibility"]["no_source_column"]:
-            paragraphs.append("The data has no <code>source</code>, so every answer counted as eligible.")
-        placeholders = [m for m, s in summary["metrics"].items() if s["threshold_is_placeholder"]]
-        if placeholders:
-            paragraphs.append(f"Thresholds of {escape_html(', '.join(placeholders))} are the 0.5 "
-                              "placeholder, not a recommendation: set them in the profile for this "
-                              "judge and embedding model.")
-        if summary.get("estimate"):
-            from evalbook.judge.estimate import describe
+        return {"ran": False, "reason": plain_reason(summary["reason"])}
+    totals = summary.get("totals") or {}
+    return {"ran": True, "label": summary["label"], "n_judged": summary["sampling"]["n_judged"],
+            "n_eligible": summary["eligibility"]["n_eligible"],
+            "fraction_judged": summary["sampling"]["fraction_of_eligible_judged"],
+            "no_source_column": summary["eligibility"]["no_source_column"],
+            "placeholders": ", ".join(name for name, values in summary["metrics"].items()
+                                      if values["threshold_is_placeholder"]),
+            "estimate": describe(summary["estimate"]) if summary.get("estimate") else None,
+            "n_redacted": totals.get("n_redacted"), "n_cache_dropped": totals.get("n_cache_dropped"),
+            "note": summary.get("note")}
 
-            paragraphs.append(f"Before the first call: {escape_html(describe(summary['estimate']))}.")
-        totals = summary.get("totals") or {}
-        if totals.get("n_redacted"):
-            paragraphs.append(f"{totals['n_redacted']} replies held the judge's key or another secret "
-                              "of the profile, which was replaced by [redacted] before anything was kept.")
-        if totals.get("n_cache_dropped"):
-            paragraphs.append(f"{totals['n_cache_dropped']} cached replies held a secret: they were "
-                              "dropped, never served, and asked again.")
-        # the profile's note qualifies the judge's results, so it is shown only when there are some
-        if summary.get("note"):
-            paragraphs.append(f"<strong>Note:</strong> {escape_html(summary['note'])}")
-    return "<blockquote>" + "".join(f"<p>{paragraph}</p>" for paragraph in paragraphs) + "</blockquote>"
+
+def banner(summary: dict[str, Any]) -> str:
+    """HTML to put above any judge number (judge_banner.html): not run, placeholder thresholds,
+    the profile's note on the judge (when it ran). The template escapes the reason, label and note."""
+    return render("judge_banner.html", **_banner_context(summary))
 
 
 def _threshold_text(values: dict[str, Any]) -> str | None:
