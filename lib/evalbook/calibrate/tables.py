@@ -1,7 +1,7 @@
 """Tables and HTML of a calibration document for the 06_calibrate notebook.
 
-User text (ids, questions, answers, notes, paths) is escaped by evalbook.escaping: show these as
-HTML, never as Markdown.
+The HTML comes from templates (calibrate_*.html), which escape user text (ids, notes, paths); the
+tables of answers are escaped by evalbook.escaping. Show these as HTML, never as Markdown.
 """
 
 from __future__ import annotations
@@ -11,23 +11,21 @@ from typing import Any
 
 import pandas as pd
 
-from evalbook.escaping import escape_html, readable_table
+from evalbook.escaping import readable_table
+from evalbook.formatting import MISSING, interval, is_missing, number
 from evalbook.metrics import metric as registered
+from evalbook.templating import render
 
 THRESHOLD_NAMES = {"configured": "the profile's", "youden": "Youden's J", "target_precision": "target precision"}
 
 
-def _number(value: Any, places: int = 3) -> str:
-    return "—" if value is None else f"{value:.{places}f}"
-
-
-def _interval(estimate: dict[str, Any] | None, key: str = "estimate") -> str:
+def _estimate(estimate: dict[str, Any] | None, key: str = "estimate") -> str:
     """`0.712 [0.455, 0.861]`; the point estimate alone when the interval is undefined."""
-    if estimate is None or estimate.get(key) is None:
-        return "—"
-    if estimate.get("low") is None:
-        return _number(estimate[key])
-    return f"{estimate[key]:.3f} [{estimate['low']:.3f}, {estimate['high']:.3f}]"
+    if estimate is None or is_missing(estimate.get(key)):
+        return MISSING
+    if is_missing(estimate.get("low")):
+        return number(estimate[key])
+    return f"{number(estimate[key])} {interval(estimate['low'], estimate['high'])}"
 
 
 def _calibrated(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -48,62 +46,31 @@ def _threshold_text(threshold: dict[str, Any], metric: str) -> str:
     return f"{operator} {value:.0f}" if whole else f"{operator} {value:.3f}"
 
 
-def _metric_line(entry: dict[str, Any], confidence: str) -> str:
-    label = escape_html(registered(entry["metric"]).label)
-    rank = entry["rank_agreement"]
-    parts = [f"Spearman ρ {_interval(rank['spearman'])}"]
+def _agreement(entry: dict[str, Any]) -> dict[str, Any]:
+    """One calibrated metric for the headline: Spearman's rho, and where pass/fail is defined the
+    ROC AUC and the confusion at Youden's threshold (None where undefined)."""
+    shown = {"label": registered(entry["metric"]).label, "n": entry["n"],
+             "spearman": _estimate(entry["rank_agreement"]["spearman"]), "auc": None, "youden": None}
     if entry["pass_fail"] and entry["pass_fail"]["roc"]["auc"] is not None:
-        parts.append(f"ROC AUC {_interval(entry['pass_fail']['roc'], 'auc')}")
+        shown["auc"] = _estimate(entry["pass_fail"]["roc"], "auc")
         youden = _threshold(entry, "youden")
         if youden and youden["confusion"]:
-            confusion = youden["confusion"]
-            parts.append(f"passing at {_threshold_text(youden, entry['metric'])}: κ {_number(confusion['cohen_kappa'])}, "
-                         f"accuracy {_number(confusion['accuracy'])}")
-    return f"<strong>{label}</strong> (n {entry['n']}): " + "; ".join(parts)
-
-
-def _raters_line(raters: dict[str, Any]) -> str:
-    if raters["alpha"] is None:
-        return f"Agreement between raters: not measured ({escape_html(raters['reason'])})."
-    return (f"The {raters['n_raters']} raters agree at Krippendorff's α {raters['alpha']:.3f} "
-            f"({escape_html(raters['level'])}, {raters['n_units']} examples rated by two or more): "
-            "the ceiling of what a metric can be shown to agree with.")
-
-
-def _base_rate_line(doc: dict[str, Any]) -> str:
-    pass_fail = doc["pass_fail"]
-    if pass_fail["base_rate"] is None:
-        return "No labelled example passes or fails, so no pass/fail agreement is computed."
-    rate = pass_fail["base_rate"]
-    majority = "either answer" if rate == 0.5 else ("“fail”" if rate < 0.5 else "“pass”")
-    return (f"{pass_fail['n_pass']} labelled examples pass and {pass_fail['n_fail']} fail "
-            f"({escape_html(pass_fail['rule'])}): base rate {rate:.3f}. Always predicting {majority} "
-            f"is right {max(rate, 1 - rate):.3f} of the time; an accuracy below that is worth nothing.")
+            shown["youden"] = {"threshold": _threshold_text(youden, entry["metric"]),
+                               "kappa": youden["confusion"]["cohen_kappa"],
+                               "accuracy": youden["confusion"]["accuracy"]}
+    return shown
 
 
 def headline_html(doc: dict[str, Any]) -> str:
     """The calibration's first screen: how far each metric agrees with the humans, with the
     intervals, beside the base rate and the raters' own agreement; then what it holds for."""
-    confidence = f"{doc['settings']['confidence']:.0%}"
-    matching = doc["matching"]
-    lines = [_metric_line(entry, confidence) for entry in _calibrated(doc)]
-    items = "".join(f"<li>{line}</li>" for line in lines)
-    skipped = [entry for entry in doc["metrics"] if entry["skipped_reason"] is not None]
-    skipped_text = "".join(f"<li>{escape_html(registered(e['metric']).label)}: {escape_html(e['skipped_reason'])}</li>"
-                           for e in skipped)
-    unmatched = ""
-    if matching["n_unknown"] or matching["n_unlabelled"]:
-        unmatched = (f"<p><strong>Not all examples are labelled:</strong> {matching['n_unlabelled']} of the "
-                     f"run's {doc['run']['n_examples']} examples have no label, and {matching['n_unknown']} "
-                     "label ids are not examples of the run (listed below).</p>")
-    return (f"<div class='evalbook-verdict'>"
-            f"<p>{matching['n_matched']} labelled examples of run <code>{escape_html(doc['run']['run_id'])}</code>, "
-            f"{escape_html(doc['labels']['kind'])} labels. Intervals are {confidence} bootstrap intervals.</p>"
-            f"{unmatched}<ul>{items}</ul>"
-            + (f"<p>Not calibrated:</p><ul>{skipped_text}</ul>" if skipped_text else "")
-            + f"<p>{_base_rate_line(doc)}</p><p>{_raters_line(doc['raters'])}</p>"
-            f"<p><strong>Valid for:</strong> {escape_html(valid_for_text(doc['valid_for']))}. A threshold "
-            "chosen here does not carry over to another judge, embedding model or set of references.</p></div>")
+    skipped = [{"label": registered(entry["metric"]).label, "reason": entry["skipped_reason"]}
+               for entry in doc["metrics"] if entry["skipped_reason"] is not None]
+    return render("calibrate_headline.html", matching=doc["matching"], run_id=doc["run"]["run_id"],
+                  n_examples=doc["run"]["n_examples"], label_kind=doc["labels"]["kind"],
+                  confidence=doc["settings"]["confidence"],
+                  calibrated=[_agreement(entry) for entry in _calibrated(doc)], skipped=skipped,
+                  pass_fail=doc["pass_fail"], raters=doc["raters"], valid_for=valid_for_text(doc["valid_for"]))
 
 
 def valid_for_text(valid_for: dict[str, Any]) -> str:
@@ -126,9 +93,9 @@ def agreement_frame(doc: dict[str, Any]) -> pd.DataFrame:
         rank = entry["rank_agreement"]
         roc = entry["pass_fail"]["roc"] if entry["pass_fail"] else None
         rows.append({"metric": registered(entry["metric"]).label, "n": entry["n"], "n missing": entry["n_missing"],
-                     "Spearman ρ": _interval(rank["spearman"]) if rank else "—",
-                     "Kendall τ-b": _interval(rank["kendall_tau_b"]) if rank else "—",
-                     "ROC AUC": _interval(roc, "auc") if roc else "—",
+                     "Spearman ρ": _estimate(rank["spearman"]) if rank else MISSING,
+                     "Kendall τ-b": _estimate(rank["kendall_tau_b"]) if rank else MISSING,
+                     "ROC AUC": _estimate(roc, "auc") if roc else MISSING,
                      "note": entry["skipped_reason"] or _why_no_auc(entry)})
     return pd.DataFrame(rows)
 
@@ -178,10 +145,7 @@ def thresholds_missing(doc: dict[str, Any]) -> str:
             if threshold["confusion"] is None:
                 key = f"{THRESHOLD_NAMES[threshold['name']]} threshold: {threshold['reason']}"
                 reasons.setdefault(key, []).append(registered(entry["metric"]).label)
-    if not reasons:
-        return ""
-    return "<ul>" + "".join(f"<li>{escape_html(reason)}: {escape_html(', '.join(labels))}.</li>"
-                            for reason, labels in reasons.items()) + "</ul>"
+    return render("calibrate_thresholds_missing.html", missing=list(reasons.items()))
 
 
 def levels_frame(doc: dict[str, Any]) -> pd.DataFrame:
@@ -199,21 +163,16 @@ def levels_frame(doc: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+UNMATCHED = (("unknown_ids", "label ids that are not examples of the run"),
+             ("unlabelled_ids", "examples of the run without a label"))
+
+
 def matching_html(doc: dict[str, Any]) -> str:
     """How the labels matched the run: counts, and the ids on either side that did not match."""
-    matching = doc["matching"]
-    items = [f"{matching['n_matched']} label ids are examples of the run."]
-    for key, text in (("unknown_ids", "label ids that are not examples of the run"),
-                      ("unlabelled_ids", "examples of the run without a label")):
-        ids = matching[key]
-        if ids:
-            items.append(f"{len(ids)} {text}: " + ", ".join(f"<code>{escape_html(i)}</code>" for i in ids))
-    labels = doc["labels"]
-    items.append(f"Labels file <code>{escape_html(PurePosixPath(labels['path']).name)}</code>: "
-                 f"{labels['n_rows']} rows, {escape_html(labels['kind_reason'])}.")
-    if labels["ignored_columns"]:
-        items.append("Columns not read: " + ", ".join(f"<code>{escape_html(c)}</code>" for c in labels["ignored_columns"]))
-    return "<ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>"
+    matching, labels = doc["matching"], doc["labels"]
+    unmatched = [(what, matching[key]) for key, what in UNMATCHED if matching[key]]
+    return render("calibrate_matching.html", matching=matching, unmatched=unmatched, labels=labels,
+                  labels_file=PurePosixPath(labels["path"]).name)
 
 
 def disagreements_table(doc: dict[str, Any], metric: str):

@@ -22,8 +22,8 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from evalbook.compare import ComparisonError
-from evalbook.escaping import escape_html
 from evalbook.metrics import METRICS, Metric
+from evalbook.templating import render
 
 PASS_SUFFIX = "_pass"
 BOOTSTRAP_TEST = "bootstrap interval of the paired mean delta"
@@ -241,10 +241,4 @@ def check_rules(fail_on: Sequence[str] | None, baseline: Any, candidate: Any) ->
 def gate_html(comparison: dict[str, Any]) -> str:
     """The gate for 05's pages: each rule, whether it held or failed and why; or one sentence
     saying that no gate was set (older comparisons have none)."""
-    gate = comparison.get("gate")
-    if not gate:
-        return "<p>No regression gate was set (compare --fail-on): this comparison is a report only.</p>"
-    items = "".join(f"<li><strong>{escape_html(r['rule'])}</strong> {'failed' if r['failed'] else 'held'} "
-                    f"({escape_html(r['test'])}): {escape_html(r['why'])}.</li>" for r in gate["rules"])
-    verdict = "The gate failed: compare exits 3." if gate["failed"] else "Every rule held."
-    return f"<div class='evalbook-gate'><p><strong>{verdict}</strong></p><ul>{items}</ul></div>"
+    return render("compare_gate.html", gate=comparison.get("gate"))

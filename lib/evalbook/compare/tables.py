@@ -1,7 +1,7 @@
 """Tables and HTML of a comparison document for the 05_compare notebook.
 
-User text (ids, reasons, notes, answers) is escaped by evalbook.escaping: show these as HTML,
-never as Markdown.
+The HTML comes from templates (compare_*.html), which escape user text (ids, reasons, notes);
+the tables of answers are escaped by evalbook.escaping. Show these as HTML, never as Markdown.
 """
 
 from __future__ import annotations
@@ -12,13 +12,17 @@ from typing import Any
 import pandas as pd
 
 from evalbook.compare.document import ComparisonError
-from evalbook.escaping import escape_html, readable_table
+from evalbook.escaping import readable_table
+from evalbook.formatting import as_written, percent
 from evalbook.judge.display import verdict_text
 from evalbook.metrics import METRICS
 from evalbook.metrics import metric as registered
+from evalbook.templating import render
 
 RUN_FIELDS = ("run_id", "location", "timestamp", "dataset", "generator", "sentence_transformer",
               "bertscore", "judge", "k", "params_profile", "git_commit")
+# The gates of a comparison, as its notes name them.
+GATE_NAMES = (("Embedding metrics", "embedding"), ("Retrieval top_k_match", "retrieval"), ("Judge metrics", "judge"))
 
 
 # Below this share of either run's examples paired, the comparison warns that it speaks for few.
@@ -111,34 +115,29 @@ def changes(doc: dict[str, Any], params: list[tuple[str, Any, Any]] | None = Non
     return lines
 
 
-def _verdict(row: dict[str, Any], confidence: str) -> str:
-    label = registered(row["metric"]).label
-    if not row["compared"]:
-        return f"{escape_html(label)}: not compared ({escape_html(row['reason'] or 'no delta')})."
-    delta, low, high = row["mean_delta"], row["ci_low"], row["ci_high"]
-    moved = "rose" if delta > 0 else "fell" if delta < 0 else "did not move"
-    amount = f" by {abs(delta):.3f}" if delta else ""
-    unclear = " — the interval holds 0: no clear change" if low <= 0 <= high else ""
-    return (f"<strong>{escape_html(label)} {moved}{amount}</strong> [{low:.3f}, {high:.3f}] ({confidence}){unclear}; "
-            f"{row['n_worse']} of {row['n']} examples worse, {row['n_better']} better.")
+def _headline_line(row: dict[str, Any]) -> dict[str, Any]:
+    """One headline metric for the verdict: its label and, when compared, which way its paired mean
+    delta moved, the interval, whether it holds 0, and how many examples got worse and better;
+    otherwise why it was not compared."""
+    line = {"label": registered(row["metric"]).label, "compared": row["compared"],
+            "reason": row["reason"] or "no delta"}
+    if row["compared"]:
+        delta, low, high = row["mean_delta"], row["ci_low"], row["ci_high"]
+        line.update(delta=delta, low=low, high=high, holds_zero=low <= 0 <= high,
+                    moved="rose" if delta > 0 else "fell" if delta < 0 else "did not move",
+                    n=row["n"], n_worse=row["n_worse"], n_better=row["n_better"])
+    return line
 
 
 def verdict_html(doc: dict[str, Any], params: list[tuple[str, Any, Any]] | None = None) -> str:
     """The comparison's first screen, as HTML: any pairing warning, then one line per headline
     metric (its paired mean delta with the interval, and how many examples got worse), then the
     paired count, after what changed between the runs (`changes`)."""
-    confidence = f"{doc['parameters']['confidence']:.0%} interval"
-    warnings = "".join(f"<p><strong>Warning:</strong> {escape_html(w)}.</p>" for w in pairing_warnings(doc))
     headline = {m.name for m in METRICS if m.headline}
-    lines = [_verdict(row, confidence) for row in doc["metrics"] if row["metric"] in headline]
-    items = "".join(f"<li>{line}</li>" for line in lines) or "<li>No metric was compared.</li>"
-    pairing = doc["pairing"]
-    changed = changes(doc, params)
-    what = ("<p><strong>What changed:</strong> " + "; ".join(escape_html(line) for line in changed) + ".</p>"
-            if changed else "<p>The runs' overrides, model pins, generator and judge are the same.</p>")
-    return (f"<div class='evalbook-verdict'>{warnings}<ul>{items}</ul>{what}"
-            f"<p>{pairing['n_paired']} examples paired by id ({pairing['n_only_baseline']} only in the "
-            f"baseline, {pairing['n_only_candidate']} only in the candidate).</p></div>")
+    return render("compare_verdict.html", warnings=pairing_warnings(doc),
+                  headline=[_headline_line(row) for row in doc["metrics"] if row["metric"] in headline],
+                  confidence=doc["parameters"]["confidence"], changed=changes(doc, params),
+                  pairing=doc["pairing"])
 
 
 def runs_frame(doc: dict[str, Any]) -> pd.DataFrame:
@@ -157,29 +156,18 @@ def runs_frame(doc: dict[str, Any]) -> pd.DataFrame:
 def comparability_notes(doc: dict[str, Any]) -> str:
     """HTML: how the examples paired, what each gate allowed and why, and the notes.
 
-    Ids, reasons and notes are user text, escaped by evalbook.escaping; show the result as HTML,
-    not Markdown, so that Markdown in an id stays as written."""
-    pairing, gates = doc["pairing"], doc["gates"]
-    pairing_item = (f"<strong>Pairing</strong>: {pairing['n_paired']} paired by id, "
-                    f"{pairing['n_only_baseline']} only in the baseline, {pairing['n_only_candidate']} "
-                    "only in the candidate.")
-    unpaired = [f"<li>only in the {side}: "
-                + ", ".join(f"<code>{escape_html(i)}</code>" for i in pairing[f"only_{side}_ids"]) + "</li>"
-                for side in ("baseline", "candidate") if pairing[f"only_{side}_ids"]]
-    if unpaired:
-        pairing_item += "<ul>" + "".join(unpaired) + "</ul>"
-    items = [pairing_item]
-    for name, gate in (("Embedding metrics", gates["embedding"]),
-                       ("Retrieval top_k_match", gates["retrieval"]), ("Judge metrics", gates["judge"])):
-        items.append(f"<strong>{name}</strong>: "
-                     + ("compared." if gate["compared"] else escape_html(gate["reason"]) + "."))
-    items.extend(escape_html(note) + "." for note in doc["notes"])
-    return "<ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>"
+    Ids, reasons and notes are user text, escaped by the template; show the result as HTML, not
+    Markdown, so that Markdown in an id stays as written."""
+    pairing = doc["pairing"]
+    unpaired = [(side, pairing[f"only_{side}_ids"]) for side in ("baseline", "candidate")
+                if pairing[f"only_{side}_ids"]]
+    return render("compare_notes.html", pairing=pairing, unpaired=unpaired,
+                  gates=[(name, doc["gates"][key]) for name, key in GATE_NAMES], notes=doc["notes"])
 
 
 def metric_table(doc: dict[str, Any]) -> pd.DataFrame:
     """The metric table for reading: means, delta with its interval, direction shares, why not compared."""
-    confidence = f"{doc['parameters']['confidence']:.0%}"
+    confidence = percent(doc["parameters"]["confidence"])
     rows = [{"metric": r["metric"], "n": r["n"], "n_skipped": r["n_skipped"],
              "baseline": r["baseline_mean"], "candidate": r["candidate_mean"], "delta": r["mean_delta"],
              f"{confidence} CI low": r["ci_low"], f"{confidence} CI high": r["ci_high"],
@@ -212,15 +200,14 @@ def regressions_table(doc: dict[str, Any], metric: str) -> pd.DataFrame:
 
 def regressions_heading(doc: dict[str, Any], metric: str) -> str:
     """HTML: the heading over one metric's regressions, its name escaped."""
-    n = len(doc["regressions"][metric])
-    return f"<h3>{escape_html(metric)}: {n} largest regression{'s' if n != 1 else ''}</h3>"
+    return render("compare_regressions_heading.html", metric=metric, n=len(doc["regressions"][metric]))
 
 
 def regressions_styled(doc: dict[str, Any], metric: str):
     """regressions_table for reading: full answers side by side, wrapped, the delta shaded red."""
     frame = regressions_table(doc, metric)
     caption = (f"{metric}: the {len(frame)} largest regressions (delta = candidate - baseline; "
-               f"tolerance {doc['parameters']['tolerance']:g})")
+               f"tolerance {as_written(doc['parameters']['tolerance'])})")
     styler = readable_table(frame, caption)
     if len(frame):
         styler = styler.background_gradient(cmap="Reds_r", subset=["delta"], vmin=-1.0, vmax=0.0)
