@@ -52,13 +52,13 @@ def test_a_report_that_cannot_be_read_exits_2_and_a_refused_upload_1(monkeypatch
     def unreadable(*args, **kwargs):
         raise StorageReadError("cannot read s3://runs/a.json: there is no such object")
 
-    monkeypatch.setattr(f"evalbook.runner.{function}", unreadable)
+    monkeypatch.setattr(f"evalbook.sidedocs.{function}", unreadable)
     assert main(command) == 2
     assert capsys.readouterr().err == "evalbook: cannot read s3://runs/a.json: there is no such object\n"
 
     def refused(*args, **kwargs):
         raise PublishFailed("access denied to write s3://runs/x.json")
 
-    monkeypatch.setattr(f"evalbook.runner.{function}", refused)
+    monkeypatch.setattr(f"evalbook.sidedocs.{function}", refused)
     assert main(command) == 1
     assert "access denied to write s3://runs/x.json" in capsys.readouterr().err

@@ -45,24 +45,24 @@ def test_every_exception_class_derives_from_the_one_base():
     (EvalbookError("judge over budget"), 1, "evalbook: judge over budget\n"),
 ])
 def test_the_command_line_exits_with_the_code_the_class_carries(monkeypatch, capsys, error, code, stderr):
-    import evalbook.runner
+    import evalbook.sidedocs
 
     def refuse(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(evalbook.runner, "run_comparison", refuse)
+    monkeypatch.setattr(evalbook.sidedocs, "run_comparison", refuse)
     assert main(["compare", "--params", "params/default.yaml"]) == code
     assert capsys.readouterr().err == stderr
 
 
 def test_an_error_that_is_no_evalbook_failure_is_not_turned_into_a_refusal(monkeypatch):
     """A KeyError is a bug: it keeps its traceback instead of becoming `exit 2` and one line."""
-    import evalbook.runner
+    import evalbook.sidedocs
 
     def broken(*args, **kwargs):
         raise KeyError("metrics")
 
-    monkeypatch.setattr(evalbook.runner, "run_comparison", broken)
+    monkeypatch.setattr(evalbook.sidedocs, "run_comparison", broken)
     with pytest.raises(KeyError):
         main(["compare", "--params", "params/default.yaml"])
 

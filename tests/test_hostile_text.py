@@ -25,7 +25,8 @@ import hostile
 from browser import inspect_offline, offline_browser
 from evalbook.escaping import visible_controls
 from evalbook.publish.index import build_index
-from evalbook.runner import ComparisonRun, RunResult, run_comparison, run_pipeline
+from evalbook.runner import RunResult, run_pipeline
+from evalbook.sidedocs import DocumentRun, run_comparison
 from faultserver import FaultServer, valid_reply
 from paths import read_default_values
 
@@ -76,7 +77,7 @@ class Outputs:
     root: Path
     baseline: RunResult
     candidate: RunResult
-    comparison: ComparisonRun
+    comparison: DocumentRun
     index: Path
 
 
@@ -153,7 +154,7 @@ def test_the_hostile_text_reaches_the_reports_unaltered(outputs):
 
 
 def test_the_comparison_lists_the_hostile_unpaired_ids(outputs):
-    doc = json.loads(outputs.comparison.comparison_path.read_text("utf-8"))
+    doc = json.loads(outputs.comparison.path.read_text("utf-8"))
     assert doc["pairing"]["only_baseline_ids"] == [BASELINE[-1]["id"]]
     assert doc["pairing"]["only_candidate_ids"] == [CANDIDATE[-1]["id"]]
     assert doc["pairing"]["question_differs_ids"] == [BASELINE[0]["id"]]

@@ -84,13 +84,13 @@ def test_a_rerun_is_served_entirely_from_the_cache(two_runs):
 
 def test_the_judged_run_is_calibrated_with_its_judge_metrics(two_runs, tmp_path):
     from evalbook.calibrate.document import validate_calibration
-    from evalbook.runner import run_calibration
+    from evalbook.sidedocs import run_calibration
 
     (_, report), first = two_runs
     outputs = first.run_dir.parents[5]
     result = run_calibration(LOCAL_JUDGE, report["run_id"], str(ROOT / "data" / "sample" / "labels.csv"),
                              {"resamples": 200}, overrides=[f"outputs_root={outputs}"])
-    doc = json.loads(result.calibration_path.read_text("utf-8"))
+    doc = json.loads(result.path.read_text("utf-8"))
     validate_calibration(doc)
     assert doc["valid_for"]["judge_label"] == report["judge_summary"]["label"]
     assert doc["valid_for"]["judge_model"] == report["models"]["judge"]

@@ -268,7 +268,7 @@ def test_a_page_that_cannot_be_rendered_fails_its_stage_instead_of_escaping_the_
         tmp_path, monkeypatch, notebook_fails):
     """The run must still end with run.json: a render error is the stage's failure, and it never
     hides the notebook's own error."""
-    from evalbook import runner
+    from evalbook import execution
     from evalbook.publish import pages
 
     def execute(source, output, **_):
@@ -281,7 +281,7 @@ def test_a_page_that_cannot_be_rendered_fails_its_stage_instead_of_escaping_the_
 
     monkeypatch.setattr(papermill, "execute_notebook", execute)
     monkeypatch.setattr(pages, "render_html", render)
-    record = runner._execute("01_load", {}, tmp_path, sys.stderr)
+    record = execution.execute_stage("01_load", {}, tmp_path)
     assert record["status"] == "failed" and "html" not in record
     assert "its HTML could not be rendered: ValueError: " in record["error"]
     assert "refers to files it does not embed: x" in record["error"]

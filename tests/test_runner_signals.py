@@ -244,7 +244,7 @@ def test_the_judge_server_the_runner_started_never_outlives_it(start_run, tmp_pa
 
 
 def test_a_signal_during_a_held_block_is_raised_once_the_block_has_finished():
-    from evalbook.runner import RunInterrupted, interrupts_raised, signals_held
+    from evalbook.interrupts import RunInterrupted, interrupts_raised, signals_held
 
     # another thread, as papermill's client has, to which the kernel may deliver the signal
     release = threading.Event()

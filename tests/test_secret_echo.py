@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalbook.runner import run_comparison, run_pipeline
+from evalbook.runner import run_pipeline
+from evalbook.sidedocs import run_comparison
 from faultserver import FaultServer
 from paths import read_default_values
 
@@ -68,7 +69,7 @@ def test_no_file_a_run_a_comparison_or_a_cache_writes_holds_the_key(echoed):
     names = {path.name for path in files}
     assert {"judge-cache.sqlite", "judge.json", "04_report.noinput.html", "03_judge.ipynb",
             "index.html"} <= names
-    assert Path(comparison.comparison_path).exists()
+    assert Path(comparison.path).exists()
     bare = SECRET.encode("utf-8")
     leaking = [str(path) for path in files
                if bare in path.read_bytes() or SECRET.encode("utf-16-le") in path.read_bytes()]

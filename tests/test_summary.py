@@ -23,7 +23,8 @@ from evalbook.compare.document import build_comparison
 from evalbook.escaping import escape_markdown
 from evalbook.metrics import METRICS
 from evalbook.metrics import metric as registered
-from evalbook.publish.summary import (SHOWN_CHARACTERS, STEP_SUMMARY_ENV, SUMMARY_NAME, comparison_summary_md,
+from evalbook.layout import SUMMARY_FILE
+from evalbook.publish.summary import (SHOWN_CHARACTERS, STEP_SUMMARY_ENV, comparison_summary_md,
                                       run_summary_md, shortened, write_summary)
 from paths import ROOT
 
@@ -170,7 +171,7 @@ def read_json(path: Path) -> dict:
 def test_a_run_writes_its_summary_with_the_reports_numbers(sample_runs):
     run = sample_runs.baseline
     report = read_json(run.report_path)
-    summary = run.run_dir / SUMMARY_NAME
+    summary = run.run_dir / SUMMARY_FILE
     parsed = parse(summary.read_text("utf-8"))
     metrics, counted = parsed.tables
     assert metrics.header == ["metric", "mean", "95% interval", "n", "pass rate"]
@@ -283,7 +284,7 @@ def cli_comparison(sample_runs, tmp_path_factory):
 def test_a_comparison_writes_its_summary_with_the_comparisons_numbers(cli_comparison, sample_runs):
     lines, path, _ = cli_comparison
     comparison = read_json(path)
-    summary = path.with_suffix("") / SUMMARY_NAME
+    summary = path.with_suffix("") / SUMMARY_FILE
     assert lines[-2] == f"summary: {summary}"
     parsed = parse(summary.read_text("utf-8"))
     gate_said = "No gate was applied" in parsed.text
@@ -318,7 +319,7 @@ def test_a_comparison_writes_its_summary_with_the_comparisons_numbers(cli_compar
 def test_the_comparison_summary_is_appended_to_the_github_step_summary(cli_comparison):
     _, path, step_summary = cli_comparison
     written = step_summary.read_text("utf-8")
-    summary = (path.with_suffix("") / SUMMARY_NAME).read_text("utf-8")
+    summary = (path.with_suffix("") / SUMMARY_FILE).read_text("utf-8")
     assert written == "earlier step\n" + summary + "\n"
 
 
@@ -332,7 +333,7 @@ def test_appending_twice_keeps_both_and_a_failure_is_only_reported(tmp_path, mon
         write_summary(first.parent, "# again\n")  # summary.md is written once
     monkeypatch.setenv(STEP_SUMMARY_ENV, str(tmp_path))  # a folder: appending fails
     write_summary(tmp_path / "three", "# third\n")
-    assert (tmp_path / "three" / SUMMARY_NAME).read_text("utf-8") == "# third\n"
+    assert (tmp_path / "three" / SUMMARY_FILE).read_text("utf-8") == "# third\n"
     assert f"not appended to {STEP_SUMMARY_ENV}" in capsys.readouterr().err
 
 
@@ -395,15 +396,17 @@ def test_a_comparison_of_few_paired_examples_warns_first(sample_runs):
 
 
 def test_a_summary_that_cannot_be_written_fails_the_run_or_the_comparison_saying_so(tmp_path):
-    from evalbook.runner import ComparisonRun, RunFailed, RunResult, _write_comparison_summary, _write_run_summary
+    from evalbook.errors import RunFailed
+    from evalbook.runner import RunResult, _write_run_summary
+    from evalbook.sidedocs import DocumentRun, _write_comparison_summary
 
     run = RunResult("r", tmp_path / "r", tmp_path / "r.json")  # a report that is not there
     assert _write_run_summary(run, sys.stderr).startswith(
         "every stage ran but summary.md could not be written: FileNotFoundError")
-    comparison = ComparisonRun("c", tmp_path / "c", tmp_path / "c.json", None, None)
+    comparison = DocumentRun("c", tmp_path / "c", tmp_path / "c.json", None, None)
     with pytest.raises(RunFailed, match=r"the comparison is written at .*c\.json, but its summary\.md could not be"):
         _write_comparison_summary(comparison, "baseline.json", "candidate.json", sys.stderr)
-    assert not (tmp_path / "r" / SUMMARY_NAME).exists() and not (tmp_path / "c").exists()
+    assert not (tmp_path / "r" / SUMMARY_FILE).exists() and not (tmp_path / "c").exists()
 
 
 def test_a_real_gate_that_failed_is_in_the_summary_with_the_comparisons_numbers(sample_runs):
@@ -415,7 +418,7 @@ def test_a_real_gate_that_failed_is_in_the_summary_with_the_comparisons_numbers(
     assert done.returncode == 3, done.stderr[-3000:]
     path = Path(done.stdout.strip().splitlines()[-1])
     gate = read_json(path)["gate"]
-    parsed = parse((path.with_suffix("") / SUMMARY_NAME).read_text("utf-8"))
+    parsed = parse((path.with_suffix("") / SUMMARY_FILE).read_text("utf-8"))
     assert "Gate failed: 1 of 2 rules failed." in parsed.text
     shown = next(t for t in parsed.tables if t.header[0] == "rule")
     assert shown.column("rule") == [rule["rule"] for rule in gate["rules"]] == ["bertscore_f1<-0.02", "sentence_cosine<-0.5"]

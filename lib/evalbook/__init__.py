@@ -52,6 +52,10 @@ Shared
 - processes     child processes: probing a server, tying it to its parent, ending it, its log
 - redaction     the one redactor: the profile's secrets out of every response stored or shown
 - runner        runs the stages with Papermill               params.yaml, run.json, FAILED, RUNNING
+- sidedocs      runs a comparison or a calibration beside its runs (05, 06)
+- execution     the one Papermill call of a stage; the index rebuilt; NOT_UPLOADED
+- services      starts and stops the model server, the service under test, the judge server
+- interrupts    SIGINT and SIGTERM raised as RunInterrupted, or held while files are written
 - runs          a run folder's state: run.json (RunJson), its markers, reading them, every run
                 as a record, the latest successful runs; finding a run by id, prefix or report
 - storage       the outputs root, local or S3: is_remote, s3:// reads, uploading a run folder

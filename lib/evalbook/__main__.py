@@ -37,6 +37,7 @@ GATE_FAILED = 3  # compare's exit code when a --fail-on rule failed
 
 
 def _run(args: argparse.Namespace) -> int:
+    # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
     from evalbook.runner import run_pipeline
 
     result = run_pipeline(args.params, args.overrides)
@@ -53,14 +54,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from evalbook.runner import run_comparison
+    # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
+    from evalbook.sidedocs import run_comparison
 
     given = {"resamples": args.resamples, "bootstrap_seed": args.bootstrap_seed,
              "confidence": args.confidence, "tolerance": args.tolerance, "n_regressions": args.regressions}
     parameters = {name: value for name, value in given.items() if value is not None}
     result = run_comparison(args.params, args.baseline, args.candidate, parameters, overrides=args.overrides,
                             fail_on=args.fail_on)
-    gate = json.loads(result.comparison_path.read_text("utf-8"))["gate"]
+    gate = json.loads(result.path.read_text("utf-8"))["gate"]
     for rule in (gate or {}).get("rules", []):
         print(f"gate {'failed' if rule['failed'] else 'held'}: {rule['rule']!r}: {rule['why']}")
     _print_document(result, "comparison", "05_compare")
@@ -81,7 +83,8 @@ def _print_document(result, what: str, stage: str) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from evalbook.runner import run_calibration
+    # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
+    from evalbook.sidedocs import run_calibration
 
     given = {"label_kind": args.label_kind, "good_label_min": args.good_label_min,
              "target_precision": args.target_precision, "n_disagreements": args.disagreements,
@@ -92,6 +95,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
     from evalbook.runs import find_run_folder
     from evalbook.params import load_profile, local_outputs_root, parse_overrides
     from evalbook.publish.rundiff import diff_runs
@@ -110,6 +114,7 @@ def _add_overrides(command: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: `run`, `compare`, `calibrate` and `diff`, each with `--params` and `-p`."""
+    # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
     from evalbook.calibrate.settings import DEFAULTS as CALIBRATION, LABEL_KINDS
     from evalbook.compare.settings import DEFAULTS
 
@@ -184,8 +189,9 @@ def main(argv: list[str] | None = None) -> int:
 def _handle(args: argparse.Namespace) -> int:
     """Run the command; each failure evalbook names (evalbook.errors) becomes its message, after
     its heading line when it has one, and the exit code its class carries."""
+    # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
     from evalbook.errors import EvalbookError
-    from evalbook.runner import RunInterrupted
+    from evalbook.interrupts import RunInterrupted
 
     try:
         return args.handler(args)

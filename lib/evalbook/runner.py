@@ -14,6 +14,10 @@ kernel and the judge server are stopped, `run.json` says "interrupted" and names
 RUNNING is removed. A SIGKILLed runner takes its judge server with it (a parent-death signal) and
 its kernel exits on its own (ipykernel polls for its parent).
 
+The parts of a run live beside this module: evalbook.interrupts (the signals), evalbook.services
+(the servers and the service under test started around the stages) and evalbook.execution (the
+one Papermill call of a stage). Comparisons and calibrations run through evalbook.sidedocs.
+
 A run always executes in the local outputs root. After it, `<local root>/index.html` is rebuilt,
 and when `outputs_root` is `s3://bucket/prefix` the run folder and then the report are published
 there (evalbook.storage); a refused upload keeps the local copy, leaves `NOT_UPLOADED`
@@ -24,140 +28,31 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import tempfile
-import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import urlsplit
 
 import yaml
 
-from evalbook.calibrate.context import run_to_calibrate
-from evalbook.calibrate.labels import match_labels, read_labels
-from evalbook.calibrate.settings import Settings
-from evalbook.errors import EvalbookError, PublishFailed, RunFailed
+from evalbook.errors import PublishFailed, RunFailed
+from evalbook.execution import NOTEBOOKS, execute_stage, mark_not_uploaded, rebuild_index
 from evalbook.files import write_new
-from evalbook.kernel import ipc_kernel
-from evalbook.layout import (ALL_STAGES, FAILED_MARKER, NOT_UPLOADED_MARKER, RUNNING_MARKER, STAGES,
-                             calibration_folder,
-                             calibration_url, comparisons_folder, comparisons_url, existing_run, params_file, run_json,
-                             remote_calibration_folder, remote_comparisons_folder, report_path, run_folder)
-from evalbook.score.models import resolve_profile_models
-from evalbook.params import (
-    ParamsError,
-    Profile,
-    check_input_files,
-    is_remote,
-    load_profile,
-    local_outputs_root,
-    parse_overrides,
-    resolved_values,
-)
+from evalbook.interrupts import RunInterrupted, interrupts_raised, signals_held
+from evalbook.layout import (ALL_STAGES, FAILED_MARKER, RUNNING_MARKER, STAGES, existing_run, params_file,
+                             report_path, run_folder, run_json)
+from evalbook.params import (ParamsError, Profile, check_input_files, is_remote, load_profile, local_outputs_root,
+                             parse_overrides, resolved_values)
 from evalbook.pipeline import PROVENANCE
 from evalbook.provenance import run_provenance
-from evalbook.publish.index import build_index
+from evalbook.publish.summary import page_links, run_summary_md, write_summary
+from evalbook.runs import RunJson, running_marker
+from evalbook.score.models import resolve_profile_models
+from evalbook.services import StartFailed, serving
 from evalbook.storage import StorageError, check_remote_root, publish_run
-from evalbook.report.reader import ReportUnreadable, read_report
-from evalbook.runs import RunJson, RunNotFound, find_report, latest_pair, running_marker
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = PROJECT_ROOT / "notebooks"
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM stopped the run; the message says where, and what was kept.
-
-    A KeyboardInterrupt, so that code catching Exception (papermill, nbclient, asyncio) lets it
-    through, as it would Ctrl-C.
-    """
-
-    def __init__(self, signum: int, message: str = ""):
-        self.signum = signum
-        super().__init__(message or f"interrupted by {self.signal_name}")
-
-    @property
-    def signal_name(self) -> str:
-        return signal.Signals(self.signum).name
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal number, the shell's code for a process ended by that signal."""
-        return 128 + self.signum
-
-
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
-
-
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-@dataclass
-class _SignalState:
-    """Whether a block holds SIGINT/SIGTERM back, and the first signal held; process-wide, as
-    signal handlers are. Masking the signal would not do: the kernel may deliver it to another
-    thread (zmq's, asyncio's), whose handler flag Python still runs in the main thread."""
-
-    holding: bool = False
-    pending: int | None = None
-
-
-_SIGNALS = _SignalState()
-
-
-def _raise_interrupted(signum: int) -> None:
-    for each in INTERRUPTS:
-        signal.signal(each, signal.SIG_IGN)
-    raise RunInterrupted(signum)
-
-
-def _on_interrupt(signum: int, frame: Any) -> None:
-    if _SIGNALS.holding:
-        _SIGNALS.pending = _SIGNALS.pending or signum
-        return
-    _raise_interrupted(signum)
-
-
-@contextmanager
-def interrupts_raised() -> Iterator[None]:
-    """Within the block, SIGINT and SIGTERM raise RunInterrupted (in the main thread only, where
-    Python runs signal handlers). The first also ignores any further ones, so that the orderly
-    stop that follows it is not itself cut short; SIGKILL remains for a hung stop."""
-    if not _in_main_thread():
-        yield
-        return
-    previous = {each: signal.getsignal(each) for each in INTERRUPTS}
-    for each in INTERRUPTS:
-        signal.signal(each, _on_interrupt)
-    try:
-        yield
-    finally:
-        for each, handler in previous.items():
-            signal.signal(each, handler)
-
-
-@contextmanager
-def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends, so that what it writes is written whole; a
-    signal that arrived meanwhile is raised as the block ends (unless an error already is)."""
-    if _SIGNALS.holding:
-        yield
-        return
-    _SIGNALS.holding = True
-    try:
-        yield
-    finally:
-        _SIGNALS.holding = False
-        pending, _SIGNALS.pending = _SIGNALS.pending, None
-        if pending is not None and sys.exc_info()[0] is None:
-            _raise_interrupted(pending)
 
 
 @dataclass
@@ -172,66 +67,6 @@ class RunResult:
     # the step running now: "judge server start" or a stage, named in run.json if interrupted
     current_stage: str | None = None
     summary: Path | None = None  # summary.md, once the run succeeded
-
-
-def _quote_failure(stage: str, notebook: Path, error: Exception) -> str:
-    lines = [f"stage {stage} failed; executed notebook: {notebook}"]
-    source = getattr(error, "source", None)
-    if source:
-        count = getattr(error, "exec_count", None)
-        lines.append(f"failing cell{f' [{count}]' if count else ''}:")
-        lines.extend(f"    {line}" for line in source.splitlines())
-    ename, evalue = getattr(error, "ename", None), getattr(error, "evalue", None)
-    lines.append(f"{ename}: {evalue}" if ename else f"{type(error).__name__}: {error}")
-    return "\n".join(lines)
-
-
-# The pages for readers who never open code: each also gets a version without the code cells.
-NO_CODE_PAGES = ("04_report", "05_compare", "06_calibrate")
-
-
-def render_stage_html(stage: str, notebook: Path) -> dict[str, str]:
-    """Self-contained HTML of an executed notebook; the report, the comparison and the
-    calibration also get a version without code (`.noinput.html`)."""
-    from evalbook.publish.pages import noinput_path, render_html
-
-    rendered = {"html": str(render_html(notebook))}
-    if stage in NO_CODE_PAGES:
-        rendered["html_noinput"] = str(render_html(notebook, noinput_path(notebook), exclude_input=True))
-    return rendered
-
-
-def _execute(stage: str, ctx_params: dict[str, Any], run_dir: Path, log: TextIO) -> dict[str, Any]:
-    import papermill  # here, not at the top: slow to import, and only needed once a stage runs
-
-    source = NOTEBOOKS / f"{stage}.ipynb"
-    output = run_dir / f"{stage}.ipynb"
-    print(f"[evalbook] running {stage}", file=log, flush=True)
-    record: dict[str, Any] = {"stage": stage, "notebook": str(output)}
-    try:
-        with ipc_kernel() as kernel:
-            papermill.execute_notebook(str(source), str(output), parameters=ctx_params,
-                                       kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False,
-                                       **kernel)
-    except Exception as error:  # noqa: BLE001 - every failure is reported with its notebook
-        record.update(status="failed", error=_quote_failure(stage, output, error))
-    else:
-        record["status"] = "succeeded"
-    if output.exists():
-        _add_stage_html(record, stage, output)
-    return record
-
-
-def _add_stage_html(record: dict[str, Any], stage: str, notebook: Path) -> None:
-    """Add the stage's pages to `record`; a page that cannot be rendered fails the stage, after
-    any error of the notebook's own, so that the run still ends with its run.json."""
-    try:
-        record.update(render_stage_html(stage, notebook))
-    except Exception as error:  # noqa: BLE001 - the run must still record how it ended
-        failure = (f"stage {stage} ran but its HTML could not be rendered: "
-                   f"{type(error).__name__}: {error}")
-        record["error"] = f"{record['error']}\n{failure}" if record.get("error") else failure
-        record["status"] = "failed"
 
 
 def needs_hub(profile) -> bool:
@@ -253,73 +88,12 @@ def _run_stages(profile: Profile, parameters: dict[str, Any], run_dir: Path, res
         if not (NOTEBOOKS / f"{stage}.ipynb").exists():
             return f"stage {stage}: notebook {NOTEBOOKS / (stage + '.ipynb')} is missing"
         result.current_stage = stage
-        record = _execute(stage, parameters, run_dir, log)
+        print(f"[evalbook] running {stage}", file=log, flush=True)
+        record = execute_stage(stage, parameters, run_dir)
         result.stages.append(record)
         if record["status"] == "failed":
             return record["error"]
     return None
-
-
-def start_judge_server(profile, run_dir: Path, log: TextIO):
-    """Start the local judge server when the profile asks for it; None when not needed.
-
-    A server already answering at the profile's base URL is used as it is and left running.
-    """
-    judge = profile["judge"]
-    if not (judge["enabled"] and judge["start_server"]):
-        return None
-    return start_local_model(judge["base_url"], judge["model"], run_dir / "judge-server.log", "judge", log)
-
-
-def start_generation_server(profile, run_dir: Path, log: TextIO):
-    """Start the local llama.cpp server for 00_generate when `generate.start_server` asks for it:
-    at the openai kind's base URL, serving its model; for an http service (which calls the model
-    itself, as the example service does), where the local judge is served, `judge.base_url` and
-    `judge.model`, so that one server answers both. None when not needed or already running."""
-    generate = profile["generate"]
-    if not (generate["enabled"] and generate["start_server"]):
-        return None
-    served = generate["openai"] if generate["kind"] == "openai" else profile["judge"]
-    return start_local_model(served["base_url"], served["model"], run_dir / "model-server.log", "model", log)
-
-
-def start_local_model(base_url: str, alias: str, log_path: Path, role: str, log: TextIO):
-    """The local llama.cpp server at `base_url`, serving the model as `alias`, started and ready;
-    None when one already answers there (it is used as it is and left running)."""
-    from evalbook.judge.server import LocalServer
-    from evalbook.processes import is_serving
-
-    if is_serving(base_url):
-        print(f"[evalbook] {role} server already running at {base_url}", file=log, flush=True)
-        return None
-    address = urlsplit(base_url)
-    server = LocalServer(host=address.hostname or "127.0.0.1", port=address.port or 80, model_alias=alias)
-    print(f"[evalbook] starting the local {role} server at {server.base_url}", file=log, flush=True)
-    try:
-        server.start(log_path=log_path)
-        server.wait_ready(timeout=300)
-    except BaseException:
-        server.stop()  # also when a signal interrupts the start: never leave the server behind
-        raise
-    return server
-
-
-def start_service(profile: Profile, run_dir: Path, log: TextIO):
-    """Start `generate.service`, the system under test, and wait until it is ready; None when
-    the profile names none."""
-    generate = profile["generate"]
-    if not (generate["enabled"] and generate["service"]):
-        return None
-    from evalbook.generate.service import Service
-
-    service = Service(generate["service"], profile.root, run_dir / "service.log")
-    print(f"[evalbook] starting the service under test at {service.address}", file=log, flush=True)
-    try:
-        service.start()
-    except BaseException:
-        service.stop()
-        raise
-    return service
 
 
 @dataclass(frozen=True)
@@ -469,8 +243,6 @@ def _stage_pages(result: RunResult) -> list[tuple[str, str | None]]:
 
 def _write_run_summary(result: RunResult, log: TextIO) -> str | None:
     """Write the run's summary.md (evalbook.publish.summary); the failure message, else None."""
-    from evalbook.publish.summary import page_links, run_summary_md, write_summary
-
     try:
         report = json.loads(result.report_path.read_text("utf-8"))
         text = run_summary_md(report, page_links(result.run_dir, _stage_pages(result)))
@@ -478,35 +250,6 @@ def _write_run_summary(result: RunResult, log: TextIO) -> str | None:
     except Exception as error:  # noqa: BLE001 - the run must still record how it ended
         return f"every stage ran but summary.md could not be written: {type(error).__name__}: {error}"
     return None
-
-
-class StartFailed(EvalbookError, RuntimeError):
-    """A server or service the profile asks for did not start; the message says which and why."""
-
-
-STARTS = (("model server start", "the local model server did not start", start_generation_server),
-          ("service start", "the service under test did not start", start_service),
-          ("judge server start", "the local judge server did not start", start_judge_server))
-
-
-@contextmanager
-def serving(profile: Profile, folder: Path, log: TextIO, judge: bool = True,
-            on_start: Any = None) -> Iterator[None]:
-    """Start what the profile asks for (the model server for generation, the service under test,
-    and with `judge` the judge server), logging into `folder`; stop them all on leaving, last
-    started first. `on_start(name)` is told each start before it begins. A start that fails
-    raises StartFailed after stopping what had started."""
-    with ExitStack() as started:
-        for name, failure, start in STARTS if judge else STARTS[:2]:
-            if on_start is not None:
-                on_start(name)
-            try:
-                process = start(profile, folder, log)
-            except RuntimeError as error:
-                raise StartFailed(f"{failure}: {error}") from error
-            if process is not None:
-                started.callback(process.stop)
-        yield
 
 
 def _run_with_servers(plan: PlannedRun, result: RunResult, log: TextIO) -> str | None:
@@ -554,16 +297,6 @@ def _record_interrupted(plan: PlannedRun, result: RunResult, provenance: dict[st
                           f"{plan.run_dir}")
 
 
-def rebuild_index(local_root: Path, log: TextIO) -> None:
-    """Rebuild `<local root>/index.html`; a failure is reported, never fatal to the run."""
-    try:
-        index = build_index(local_root)
-    except Exception as error:  # noqa: BLE001 - the run's own outputs are already complete
-        print(f"[evalbook] warning: the run index was not rebuilt: {error}", file=log, flush=True)
-    else:
-        print(f"[evalbook] run index: {index}", file=log, flush=True)
-
-
 def publish(result: RunResult, local_root: Path, remote_root: str, log: TextIO) -> None:
     """Upload the run folder, then the report last, to the remote outputs root."""
     report = result.report_path if result.report_path.exists() else None
@@ -579,213 +312,3 @@ def publish(result: RunResult, local_root: Path, remote_root: str, log: TextIO) 
         result.report_location = remote_root.rstrip("/") + "/" + report.relative_to(local_root).as_posix()
 
 
-COMPARE_STAGE = "05_compare"
-
-
-@dataclass
-class ComparisonRun:
-    comparison_id: str
-    output_dir: Path
-    comparison_path: Path
-    html: str | None
-    html_noinput: str | None
-    # where the comparison JSON lives for readers: its local path, or its s3:// URL
-    location: str = ""
-    summary: Path | None = None  # summary.md, in the comparison's folder
-
-
-def _write_comparison_summary(result: ComparisonRun, baseline: str, candidate: str, log: TextIO) -> Path:
-    """Write the comparison's summary.md into its folder (evalbook.publish.summary); RunFailed
-    when it cannot be written."""
-    from evalbook.publish.summary import comparison_summary_md, page_links, write_summary
-
-    try:
-        comparison = json.loads(result.comparison_path.read_text("utf-8"))
-        pages = [("05_compare without code", result.html_noinput), ("05_compare", result.html)]
-        text = comparison_summary_md(comparison, read_report(baseline).data, read_report(candidate).data,
-                                     page_links(result.output_dir, pages))
-        return write_summary(result.output_dir, text, log)
-    except Exception as error:  # noqa: BLE001 - the comparison itself is written; say what is missing
-        raise RunFailed(f"the comparison is written at {result.comparison_path}, but its summary.md could "
-                        f"not be: {type(error).__name__}: {error}") from error
-
-
-def _new_document_folder(parent: Path, document_id: str, profile: Profile, what: str) -> tuple[Path, Path, Path]:
-    """The write-once folder of a comparison or calibration `document_id` under `parent`, its JSON's
-    path beside it, and the profile as resolved (overrides applied), written into the folder as
-    `params.yaml` for the notebook to read."""
-    output_dir, document = parent / document_id, parent / f"{document_id}.json"
-    if output_dir.exists() or document.exists():
-        raise RunFailed(f"{what} {document_id} already exists at {output_dir}")
-    output_dir.mkdir(parents=True)
-    resolved = params_file(output_dir)
-    write_new(resolved, yaml.safe_dump(resolved_values(profile), sort_keys=False).encode("utf-8"))
-    return output_dir, document, resolved
-
-
-def _execute_beside_runs(stage: str, parameters: dict[str, Any], output_dir: Path, document: Path,
-                         what: str) -> dict[str, str]:
-    """Run `stage` (05_compare, 06_calibrate) with Papermill into `output_dir`, and render its HTML.
-
-    A failure writes FAILED, with the failing cell quoted, and raises RunFailed; so does a
-    notebook that ran but wrote no `document` (its JSON).
-    """
-    import papermill  # here, not at the top: slow to import, and only needed once a stage runs
-
-    output = output_dir / f"{stage}.ipynb"
-    try:
-        with ipc_kernel() as kernel:
-            papermill.execute_notebook(str(NOTEBOOKS / f"{stage}.ipynb"), str(output),
-                                       parameters=parameters, kernel_name="python3",
-                                       cwd=str(NOTEBOOKS), progress_bar=False, **kernel)
-    except Exception as error:  # noqa: BLE001 - reported with the executed notebook
-        message = _quote_failure(stage, output, error)
-        if output.exists():
-            message += f"\nHTML: {render_stage_html(stage, output)['html']}"
-        write_new(output_dir / FAILED_MARKER, (message + "\n").encode("utf-8"))
-        raise RunFailed(message) from error
-    pages = render_stage_html(stage, output)
-    if not document.exists():
-        raise RunFailed(f"{stage} ran but wrote no {what} at {document}")
-    return pages
-
-
-def run_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None,
-                   notebook_parameters: dict[str, Any] | None = None,
-                   log: TextIO | None = None, overrides: list[str] | None = None,
-                   fail_on: list[str] | None = None) -> ComparisonRun:
-    """Run 05_compare with Papermill on two runs (run ids or report paths/URLs).
-
-    Without either run, the two latest successful runs of the profile's env are compared. The
-    comparison JSON, executed notebook, HTML and figures go beside the candidate's report, under
-    `comparisons/`; for a candidate on S3 they are written locally, then uploaded beside it.
-    `fail_on` holds the regression gate's rules (evalbook.compare.gate); a rule that cannot be
-    applied to the two runs is a RuleError before anything is written, and a report whose
-    examples cannot be paired by id (a repeated id) a ComparisonError.
-    """
-    from evalbook.compare.document import check_pairable
-    from evalbook.compare.gate import check_rules, parse_rules
-    from evalbook.compare.tables import pairing_warnings
-
-    log = log or sys.stderr
-    parse_rules(fail_on)
-
-    profile = load_profile(params_path, parse_overrides(overrides), override_root=Path.cwd())
-    local_root = local_outputs_root(profile)
-    if (baseline is None) != (candidate is None):
-        raise RunFailed("give both --baseline and --candidate, or neither to compare the two latest runs")
-    if baseline is None:
-        baseline, candidate = latest_pair(local_root, profile["env"])
-    try:
-        baseline_location = find_report(local_root, baseline, profile["env"])
-        candidate_location = find_report(local_root, candidate, profile["env"])
-        baseline_report, candidate_report = read_report(baseline_location), read_report(candidate_location)
-    except ReportUnreadable as error:  # a named run that cannot be used: exit 2, before any write
-        raise RunNotFound(str(error)) from error
-    check_pairable(baseline_report, candidate_report)
-    check_rules(fail_on, baseline_report, candidate_report)
-    baseline_id, candidate_id = baseline_report.run_id, candidate_report.run_id
-    created = datetime.now(timezone.utc)
-    # the time, and a random suffix so that two comparisons started in one second never collide
-    comparison_id = (f"{baseline_id[:8]}-vs-{candidate_id[:8]}-{created:%Y%m%dT%H%M%SZ}-"
-                     f"{uuid.uuid4().hex[:4]}")
-    remote = is_remote(candidate_location)
-    parent = (remote_comparisons_folder(local_root, profile["env"]) if remote
-              else comparisons_folder(Path(candidate_location)))
-    output_dir, comparison_path, resolved = _new_document_folder(parent, comparison_id, profile, "comparison")
-    parameters = {"params_path": str(resolved), "baseline": baseline_location,
-                  "candidate": candidate_location, "run_dir": str(output_dir),
-                  "comparison_path": str(comparison_path), "run_id": comparison_id,
-                  "fail_on": list(fail_on) if fail_on else None, **(notebook_parameters or {})}
-    print(f"[evalbook] comparing {baseline_location} (baseline) with {candidate_location} (candidate)",
-          file=log, flush=True)
-    pages = _execute_beside_runs(COMPARE_STAGE, parameters, output_dir, comparison_path, "comparison")
-    for warning in pairing_warnings(json.loads(comparison_path.read_text("utf-8"))):
-        print(f"[evalbook] warning: {warning}", file=log, flush=True)
-    result = ComparisonRun(comparison_id, output_dir, comparison_path, pages["html"], pages["html_noinput"],
-                           str(comparison_path))
-    result.summary = _write_comparison_summary(result, baseline_location, candidate_location, log)
-    rebuild_index(local_root, log)
-    if remote:
-        result.location = _publish_beside(output_dir, comparison_path, parent,
-                                          comparisons_url(candidate_location), "comparison", local_root, log)
-    return result
-
-
-def mark_not_uploaded(folder: Path, remote: str, error: Exception, local_root: Path, log: TextIO) -> None:
-    """Leave NOT_UPLOADED (where to and why) in a folder whose upload was refused, and rebuild
-    the local index, which shows it."""
-    write_new(folder / NOT_UPLOADED_MARKER, f"not uploaded to {remote}: {error}\n".encode("utf-8"))
-    rebuild_index(local_root, log)
-
-
-def _publish_beside(output_dir: Path, document: Path, parent: Path, remote_parent: str, what: str,
-                    local_root: Path, log: TextIO) -> str:
-    """Upload a comparison's or calibration's folder, then its JSON, to `remote_parent`; the
-    JSON's URL. A refused upload keeps the local copy, marks it NOT_UPLOADED and says where it is."""
-
-    try:
-        publish_run(output_dir, document, parent, remote_parent)
-    except StorageError as error:
-        mark_not_uploaded(output_dir, remote_parent, error, local_root, log)
-        raise PublishFailed(f"{error}\nthe {what} is kept locally at {output_dir}") from error
-    return f"{remote_parent}/{document.name}"
-
-
-CALIBRATE_STAGE = "06_calibrate"
-
-
-@dataclass
-class CalibrationRun:
-    calibration_id: str
-    output_dir: Path
-    calibration_path: Path
-    html: str | None
-    html_noinput: str | None
-    # where the calibration JSON lives for readers: its local path, or its s3:// URL
-    location: str = ""
-
-
-def run_calibration(params_path: str, run: str | None, labels: str,
-                    notebook_parameters: dict[str, Any] | None = None,
-                    log: TextIO | None = None, overrides: list[str] | None = None) -> CalibrationRun:
-    """Run 06_calibrate with Papermill on a run (id, prefix, report path or URL; None: the latest
-    successful run of the profile's env) and a labels file.
-
-    The labels are read, checked and matched to the run's examples before anything is written,
-    so a bad labels file, labels off the scale most of them use, or fewer than two labelled
-    examples of the run stop here (LabelError). The calibration JSON goes in the run folder's
-    `calibration/`, beside its own folder (executed notebook, HTML, figures, params.yaml); for a
-    run on S3 they are written locally, then uploaded into the run's folder there.
-    """
-
-    log = log or sys.stderr
-    profile = load_profile(params_path, parse_overrides(overrides), override_root=Path.cwd())
-    local_root = local_outputs_root(profile)
-    given = {key: value for key, value in (notebook_parameters or {}).items() if value is not None}
-    settings = Settings(**{("seed" if key == "bootstrap_seed" else key): value for key, value in given.items()})
-    try:
-        location = run_to_calibrate(local_root, run, profile["env"])
-        report = read_report(location)
-    except ReportUnreadable as error:  # a named run that cannot be used: exit 2, before any write
-        raise RunNotFound(str(error)) from error
-    labels_path = labels if is_remote(labels) else str(Path(labels).resolve())
-    match_labels(read_labels(labels_path, settings.label_kind),
-                 [example["id"] for example in report.examples], report.run_id)
-    created = datetime.now(timezone.utc)
-    calibration_id = f"{report.run_id[:8]}-{created:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:4]}"
-    remote = is_remote(location)
-    parent = remote_calibration_folder(local_root, profile["env"]) if remote else calibration_folder(Path(location))
-    output_dir, calibration_path, resolved = _new_document_folder(parent, calibration_id, profile, "calibration")
-    parameters = {**given, "params_path": str(resolved), "run": location, "labels_path": labels_path,
-                  "run_dir": str(output_dir), "calibration_path": str(calibration_path),
-                  "run_id": calibration_id}
-    print(f"[evalbook] calibrating {location} against {labels_path}", file=log, flush=True)
-    pages = _execute_beside_runs(CALIBRATE_STAGE, parameters, output_dir, calibration_path, "calibration")
-    result = CalibrationRun(calibration_id, output_dir, calibration_path, pages["html"], pages["html_noinput"],
-                            str(calibration_path))
-    rebuild_index(local_root, log)
-    if remote:
-        result.location = _publish_beside(output_dir, calibration_path, parent, calibration_url(location),
-                                          "calibration", local_root, log)
-    return result

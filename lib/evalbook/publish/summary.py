@@ -33,12 +33,12 @@ from evalbook.compare.gate import PASS_SUFFIX
 from evalbook.compare.tables import pairing_warnings
 from evalbook.escaping import shown_text
 from evalbook.files import write_new
+from evalbook.layout import SUMMARY_FILE
 from evalbook.metrics import METRICS
 from evalbook.metrics import metric as registered
 from evalbook.report.headline import first_screen
 from evalbook.templating import render
 
-SUMMARY_NAME = "summary.md"
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # the file GitHub Actions shows as the job's summary
 # of a question or an answer in a regression: three rows of three texts side by side stay a
 # table a pull request's reader takes in at a glance (a run's pages show 2,000)
@@ -158,7 +158,7 @@ def append_step_summary(text: str, log: TextIO | None = None) -> None:
 
 def write_summary(folder: Path, text: str, log: TextIO | None = None) -> Path:
     """Write `text` as `folder/summary.md` (once), then append it to $GITHUB_STEP_SUMMARY."""
-    path = Path(folder) / SUMMARY_NAME
+    path = Path(folder) / SUMMARY_FILE
     write_new(path, text.encode("utf-8"))
     append_step_summary(text, log)
     return path

@@ -1,0 +1,99 @@
+"""Executing one stage's notebook, and what every run, comparison and calibration does after it.
+
+- `execute_stage`: the one Papermill call: a stage's notebook executed into a folder, its pages
+  rendered (the readers' pages also without code), the failure quoted with its cell;
+- `rebuild_index`: the runs index rebuilt after a run, a comparison or a calibration;
+- `mark_not_uploaded`: NOT_UPLOADED left in a folder whose upload was refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TextIO
+
+from evalbook.files import write_new
+from evalbook.kernel import ipc_kernel
+from evalbook.layout import NOT_UPLOADED_MARKER
+from evalbook.publish import pages
+from evalbook.publish.index import build_index
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = PROJECT_ROOT / "notebooks"
+
+
+def quote_failure(stage: str, notebook: Path, error: Exception) -> str:
+    lines = [f"stage {stage} failed; executed notebook: {notebook}"]
+    source = getattr(error, "source", None)
+    if source:
+        count = getattr(error, "exec_count", None)
+        lines.append(f"failing cell{f' [{count}]' if count else ''}:")
+        lines.extend(f"    {line}" for line in source.splitlines())
+    ename, evalue = getattr(error, "ename", None), getattr(error, "evalue", None)
+    lines.append(f"{ename}: {evalue}" if ename else f"{type(error).__name__}: {error}")
+    return "\n".join(lines)
+
+
+# The pages for readers who never open code: each also gets a version without the code cells.
+NO_CODE_PAGES = ("04_report", "05_compare", "06_calibrate")
+
+
+def render_stage_html(stage: str, notebook: Path) -> dict[str, str]:
+    """Self-contained HTML of an executed notebook; the report, the comparison and the
+    calibration also get a version without code (`.noinput.html`)."""
+    rendered = {"html": str(pages.render_html(notebook))}
+    if stage in NO_CODE_PAGES:
+        rendered["html_noinput"] = str(pages.render_html(notebook, pages.noinput_path(notebook), exclude_input=True))
+    return rendered
+
+
+def execute_stage(stage: str, parameters: dict[str, Any], output_dir: Path) -> dict[str, Any]:
+    """Execute notebooks/<stage>.ipynb with Papermill into `output_dir`, on a kernel over local IPC
+    sockets, and render its pages: the stage's record (stage, notebook, status, its pages, and
+    the failure with the failing cell quoted). Every papermill call of evalbook is this one; it
+    raises nothing a notebook or its pages can cause."""
+    import papermill  # here, not at the top: slow to import, and only needed once a stage runs
+
+    source = NOTEBOOKS / f"{stage}.ipynb"
+    output = output_dir / f"{stage}.ipynb"
+    record: dict[str, Any] = {"stage": stage, "notebook": str(output)}
+    try:
+        with ipc_kernel() as kernel:
+            papermill.execute_notebook(str(source), str(output), parameters=parameters,
+                                       kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False,
+                                       **kernel)
+    except Exception as error:  # noqa: BLE001 - every failure is reported with its notebook
+        record.update(status="failed", error=quote_failure(stage, output, error))
+    else:
+        record["status"] = "succeeded"
+    if output.exists():
+        _add_stage_html(record, stage, output)
+    return record
+
+
+def _add_stage_html(record: dict[str, Any], stage: str, notebook: Path) -> None:
+    """Add the stage's pages to `record`; a page that cannot be rendered fails the stage, after
+    any error of the notebook's own, so that the run still ends with its run.json."""
+    try:
+        record.update(render_stage_html(stage, notebook))
+    except Exception as error:  # noqa: BLE001 - the run must still record how it ended
+        failure = (f"stage {stage} ran but its HTML could not be rendered: "
+                   f"{type(error).__name__}: {error}")
+        record["error"] = f"{record['error']}\n{failure}" if record.get("error") else failure
+        record["status"] = "failed"
+
+
+def rebuild_index(local_root: Path, log: TextIO) -> None:
+    """Rebuild `<local root>/index.html`; a failure is reported, never fatal to the run."""
+    try:
+        index = build_index(local_root)
+    except Exception as error:  # noqa: BLE001 - the run's own outputs are already complete
+        print(f"[evalbook] warning: the run index was not rebuilt: {error}", file=log, flush=True)
+    else:
+        print(f"[evalbook] run index: {index}", file=log, flush=True)
+
+
+def mark_not_uploaded(folder: Path, remote: str, error: Exception, local_root: Path, log: TextIO) -> None:
+    """Leave NOT_UPLOADED (where to and why) in a folder whose upload was refused, and rebuild
+    the local index, which shows it."""
+    write_new(folder / NOT_UPLOADED_MARKER, f"not uploaded to {remote}: {error}\n".encode("utf-8"))
+    rebuild_index(local_root, log)

@@ -1,0 +1,106 @@
+"""What a run asks to be started beside its stages, and stopped after them: the local model
+server for 00_generate, the service under test, and the local judge server.
+
+`serving` starts them in order and stops them all on leaving, last started first; the runner
+wraps a run's stages in it, and 00_generate's notebook when it runs on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+from evalbook.errors import EvalbookError
+from evalbook.generate.service import Service
+from evalbook.judge.server import LocalServer
+from evalbook.params import Profile
+from evalbook.processes import is_serving
+
+
+def start_judge_server(profile, run_dir: Path, log: TextIO):
+    """Start the local judge server when the profile asks for it; None when not needed.
+
+    A server already answering at the profile's base URL is used as it is and left running.
+    """
+    judge = profile["judge"]
+    if not (judge["enabled"] and judge["start_server"]):
+        return None
+    return start_local_model(judge["base_url"], judge["model"], run_dir / "judge-server.log", "judge", log)
+
+
+def start_generation_server(profile, run_dir: Path, log: TextIO):
+    """Start the local llama.cpp server for 00_generate when `generate.start_server` asks for it:
+    at the openai kind's base URL, serving its model; for an http service (which calls the model
+    itself, as the example service does), where the local judge is served, `judge.base_url` and
+    `judge.model`, so that one server answers both. None when not needed or already running."""
+    generate = profile["generate"]
+    if not (generate["enabled"] and generate["start_server"]):
+        return None
+    served = generate["openai"] if generate["kind"] == "openai" else profile["judge"]
+    return start_local_model(served["base_url"], served["model"], run_dir / "model-server.log", "model", log)
+
+
+def start_local_model(base_url: str, alias: str, log_path: Path, role: str, log: TextIO):
+    """The local llama.cpp server at `base_url`, serving the model as `alias`, started and ready;
+    None when one already answers there (it is used as it is and left running)."""
+    if is_serving(base_url):
+        print(f"[evalbook] {role} server already running at {base_url}", file=log, flush=True)
+        return None
+    address = urlsplit(base_url)
+    server = LocalServer(host=address.hostname or "127.0.0.1", port=address.port or 80, model_alias=alias)
+    print(f"[evalbook] starting the local {role} server at {server.base_url}", file=log, flush=True)
+    try:
+        server.start(log_path=log_path)
+        server.wait_ready(timeout=300)
+    except BaseException:
+        server.stop()  # also when a signal interrupts the start: never leave the server behind
+        raise
+    return server
+
+
+def start_service(profile: Profile, run_dir: Path, log: TextIO):
+    """Start `generate.service`, the system under test, and wait until it is ready; None when
+    the profile names none."""
+    generate = profile["generate"]
+    if not (generate["enabled"] and generate["service"]):
+        return None
+    service = Service(generate["service"], profile.root, run_dir / "service.log")
+    print(f"[evalbook] starting the service under test at {service.address}", file=log, flush=True)
+    try:
+        service.start()
+    except BaseException:
+        service.stop()
+        raise
+    return service
+
+
+class StartFailed(EvalbookError, RuntimeError):
+    """A server or service the profile asks for did not start; the message says which and why."""
+
+
+STARTS = (("model server start", "the local model server did not start", start_generation_server),
+          ("service start", "the service under test did not start", start_service),
+          ("judge server start", "the local judge server did not start", start_judge_server))
+
+
+@contextmanager
+def serving(profile: Profile, folder: Path, log: TextIO, judge: bool = True,
+            on_start: Any = None) -> Iterator[None]:
+    """Start what the profile asks for (the model server for generation, the service under test,
+    and with `judge` the judge server), logging into `folder`; stop them all on leaving, last
+    started first. `on_start(name)` is told each start before it begins. A start that fails
+    raises StartFailed after stopping what had started."""
+    with ExitStack() as started:
+        for name, failure, start in STARTS if judge else STARTS[:2]:
+            if on_start is not None:
+                on_start(name)
+            try:
+                process = start(profile, folder, log)
+            except RuntimeError as error:
+                raise StartFailed(f"{failure}: {error}") from error
+            if process is not None:
+                started.callback(process.stop)
+        yield
