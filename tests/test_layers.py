@@ -20,6 +20,10 @@ How a name becomes a node of the graph:
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "evalbook"
@@ -102,3 +106,72 @@ def test_find_cycle_reports_the_loop_as_a_path():
 def test_no_two_modules_import_each_other():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+# ---------------------------------------------------------------- the layers contract (import-linter)
+
+ROOT = PACKAGE.parents[1]
+
+
+def contract_layers() -> list[str]:
+    """The modules named by pyproject.toml's layers contract, top layer first."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["importlinter"]
+    (contract,) = config["contracts"]
+    assert contract["type"] == "layers"
+    return [name.strip() for layer in contract["layers"] for name in re.split(r"[:|]", layer)]
+
+
+def test_lint_imports_keeps_the_layers_contract():
+    """`lint-imports` (import-linter) finds no import from a lower layer to a higher one,
+    counting the imports inside functions too."""
+    done = subprocess.run([str(Path(sys.executable).parent / "lint-imports")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "Contracts: 1 kept, 0 broken." in done.stdout
+
+
+def test_the_contract_places_every_module_and_excuses_no_import():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["importlinter"]
+    assert not any("ignore_imports" in contract for contract in config["contracts"])
+    top_level = {f"evalbook.{path.stem if path.is_file() else path.name}" for path in PACKAGE.iterdir()
+                 if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()}
+    assert top_level - set(contract_layers()) == set()
+
+
+def imports_without_a_reason(source: str) -> list[int]:
+    """Lines of the imports made inside a function with no comment saying why: on the import's
+    own lines, on another import of its block (the imports on consecutive lines), or on the line
+    just above the block."""
+    lines = source.splitlines()
+    is_import = [line.strip().startswith(("import ", "from ")) for line in lines]
+    found = []
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            first, last = node.lineno - 1, node.end_lineno - 1
+            while first > 0 and is_import[first - 1]:
+                first -= 1
+            while last + 1 < len(lines) and is_import[last + 1]:
+                last += 1
+            said = any("#" in line for line in lines[first:last + 1])
+            if not said and not (first > 0 and lines[first - 1].strip().startswith("#")):
+                found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_the_search_for_unexplained_imports():
+    source = ("def a():\n    import json\n\n"
+              "def b():\n    # slow to import: only b needs it\n    import ray\n    import psutil\n\n"
+              "def c():\n    import onnxruntime  # only this backend\n")
+    assert imports_without_a_reason(source) == [2]
+
+
+def test_an_import_inside_a_function_says_why():
+    """CONVENTIONS: imports sit at the top, where the graph shows them; one inside a function stays
+    only to keep start-up fast (torch, papermill, ray ...), and a comment says so."""
+    missing = [f"{path.relative_to(PACKAGE)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+               for line in imports_without_a_reason(path.read_text("utf-8"))]
+    assert not missing, "imports inside functions without a reason: " + ", ".join(missing)

@@ -103,6 +103,7 @@ class LoadResult:
 # ---------------------------------------------------------------- reading files
 
 def _hf_filesystem():
+    # slow to import: only for hf:// inputs
     from huggingface_hub import HfFileSystem
 
     return HfFileSystem()

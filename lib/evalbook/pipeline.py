@@ -21,18 +21,25 @@ from typing import Any, Callable
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from tqdm import tqdm as text_tqdm
+from tqdm.auto import tqdm
 
 from evalbook.errors import EvalbookError
 from evalbook import load as load_module
 from evalbook.files import write_atomically
+from evalbook.generate.stage import check_something_generated, generate_answers
+from evalbook.judge.estimate import describe
+from evalbook.judge.stage import (judge_table, local_embedder, not_run, openai_embedder, server_reachable,
+                                  settings_from)
 from evalbook.layout import interactive_folder, report_path
 from evalbook.metrics import names
-from evalbook.score.models import resolve_profile_models
 from evalbook.params import (Profile, generate_cache_path, judge_cache_path, load_profile, local_outputs_root,
                              locate_profile)
 from evalbook.provenance import run_provenance
 from evalbook.redaction import profile_redactor
+from evalbook.replycache import ReplyCache
 from evalbook.report.document import build_report, write_report
+from evalbook.score.models import resolve_model, resolve_profile_models
 from evalbook.stats import summarize
 
 GENERATED = "generated.parquet"
@@ -130,9 +137,6 @@ def run_generate(ctx: StageContext, http_transport=None):
     Every row is written, failed ones with their reason; when every row failed, GenerateFailed
     is raised after the files are written, so that the run fails and its folder shows why.
     """
-    from evalbook.generate.stage import check_something_generated, generate_answers
-    from evalbook.replycache import ReplyCache
-
     profile, config = ctx.profile, ctx.profile["generate"]
     if not config["enabled"]:
         raise StageError("generate.enabled is false in the profile: 01_load reads predictions_path "
@@ -188,9 +192,6 @@ def generation_summary(ctx: StageContext) -> dict[str, Any] | None:
 def _progress_bar(ctx: StageContext, description: str, unit: str):
     """A progress bar over calls. Run by Papermill, it goes to the kernel process's own stderr
     (the run's terminal or CI log), not into the executed notebook, and redraws at most every 15 s."""
-    from tqdm import tqdm as text_tqdm
-    from tqdm.auto import tqdm
-
     if ctx.interactive:
         return tqdm(desc=description, unit=unit)
     return text_tqdm(desc=description, unit=unit, mininterval=15, file=sys.__stderr__)
@@ -255,6 +256,7 @@ def run_score(ctx: StageContext) -> pd.DataFrame:
     """
     canonical = canonical_table(ctx)
     if ctx.profile["engine"] == "ray":
+        # ray: only the Ray engine pays it
         from evalbook.score.engines import score_on_ray
 
         scored, provenance = score_on_ray(canonical, ctx.profile, ctx.run_id)
@@ -288,9 +290,6 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
     A judge that is disabled or unreachable gives `not_run` with the reason and no scores. A
     judge with nothing eligible raises NothingEligible: the stage fails rather than pass.
     """
-    from evalbook.replycache import ReplyCache
-    from evalbook.judge.stage import judge_table, not_run, server_reachable, settings_from
-
     config = ctx.profile["judge"]
     if not config["enabled"]:
         result = {"summary": not_run("judge.enabled is false in the profile", config),
@@ -316,9 +315,6 @@ def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -
 
 
 def relevance_embedder(ctx: StageContext, cache):
-    from evalbook.judge.stage import local_embedder, openai_embedder, settings_from
-    from evalbook.score.models import resolve_model
-
     config = ctx.profile["judge"]
     embedding = config["embedding"]
     if embedding["kind"] == "openai":
@@ -331,8 +327,6 @@ def relevance_embedder(ctx: StageContext, cache):
 def announce(bar, planned: dict[str, Any]) -> None:
     """Print the judge's pre-flight estimate, and size the progress bar to the calls it plans,
     so that the bar gives the time left at the rate measured from the first calls."""
-    from evalbook.judge.estimate import describe
-
     print(f"before the first call: {describe(planned)}", flush=True)
     bar.reset(total=planned["calls"])
 
@@ -353,8 +347,6 @@ def judge_progress(ctx: StageContext):
 
 def judge_results(ctx: StageContext) -> dict[str, Any]:
     """judge.json of this folder, or a not_run record when 03_judge has not run here."""
-    from evalbook.judge.stage import not_run
-
     if ctx.artifact(JUDGE).exists():
         return ctx.read_json(JUDGE)
     return {"summary": not_run("03_judge has not run in this run folder", ctx.profile["judge"]),
@@ -451,6 +443,7 @@ def save_report(ctx: StageContext, report: dict[str, Any]) -> Path:
 def show_figure(ctx: StageContext, report: dict[str, Any], builder: Callable[..., Any], name: str):
     """Draw `builder(report)`, save it as `figures/<name>.png` in the run folder and return it
     for display; when there is nothing to draw, print why and return None."""
+    # matplotlib: only the report stage pays it
     from evalbook.report.figures import no_data_reason, save_png
 
     figure = builder(report)

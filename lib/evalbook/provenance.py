@@ -47,6 +47,7 @@ def package_versions(names: tuple[str, ...] = PROVENANCE_PACKAGES) -> dict[str, 
 def bertscore_hash(model_name: str, num_layers: int, rescale_with_baseline: bool,
                    baseline_path: str | None) -> str:
     """bert_score's own hash string for our settings: no idf, bert-score's slow tokenizer."""
+    # imports torch: only a run's provenance record asks it, never the pages or the command line
     import bert_score
 
     return bert_score.utils.get_hash(model_name, num_layers, False, rescale_with_baseline,

@@ -35,6 +35,7 @@ from urllib.parse import unquote, urlsplit
 
 import botocore.exceptions
 import botocore.session
+import fsspec
 import s3fs
 
 from evalbook.errors import EvalbookError, UnusableInput
@@ -109,8 +110,6 @@ def shared_filesystem(location: str) -> tuple[Any, str]:
     credential travels with it. A local path or `file://` URL gives the local filesystem and the
     absolute path.
     """
-    import fsspec
-
     if is_remote(location):
         address = urlsplit(location)
         if address.scheme.lower() not in S3_SCHEMES or not address.netloc:

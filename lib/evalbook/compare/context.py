@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from evalbook.compare.settings import DEFAULTS, Settings
+from evalbook.compare.document import build_comparison
 from evalbook.layout import interactive_folder, params_file
 from evalbook.runs import find_report, latest_pair
 from evalbook.params import dotted_items, is_remote, load_profile, local_outputs_root, locate_profile
@@ -53,8 +54,6 @@ class ComparisonContext:
 
     def build(self) -> dict[str, Any]:
         """The compare-v1 document of the two runs, stamped now."""
-        from evalbook.compare.document import build_comparison
-
         return build_comparison(self.baseline, self.candidate, baseline_location=self.baseline.location,
                                 candidate_location=self.candidate.location,
                                 created_at=datetime.now(timezone.utc), settings=self.settings)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,7 +27,8 @@ from evalbook.compare.settings import DEFAULTS, Settings
 from evalbook.files import write_atomically, write_new
 from evalbook.metrics import Metric, of_kind
 from evalbook.metrics import metric as registered
-from evalbook.report.reader import ReportUnreadable, RunReport, check_report, judge_entry
+from evalbook.report.reader import ReportUnreadable, RunReport, check_report, judge_entry, read_report
+from evalbook.runs import latest_reports
 from evalbook.stats import (PERCENTILE_METHOD, PairedValues, bootstrap_mean_ci, direction_fractions,
                             paired_deltas)
 from evalbook.validation import COMPARISON_SCHEMA, mismatch
@@ -37,6 +38,7 @@ SCHEMA_VERSION = "1.3"
 # The comparison's name for each kind of metric (its `family`).
 FAMILIES = {"similarity": "embedding", "retrieval": "retrieval", "judge": "judge"}
 # Parts of a judge metric record that are not its verdicts.
+LOOK_BACK = 20  # earlier runs searched for one on the same data with the same models (earlier_comparison)
 JUDGE_RECORD_BOOKKEEPING = ("score", "score_levels", "threshold_reading")
 CI_METHOD = (
     "percentile bootstrap of the mean paired delta: a fresh numpy.random.default_rng(seed) per "
@@ -315,3 +317,23 @@ def write_comparison(doc: dict[str, Any], path: Path, overwrite: bool = False) -
     except FileExistsError:
         raise FileExistsError(f"{path} exists; a comparison is written once, never replaced") from None
     return path
+
+
+def earlier_comparison(report: dict[str, Any], outputs_root: Path, env: str,
+                       look_back: int = LOOK_BACK) -> dict[str, Any] | None:
+    """The comparison of `report` with the latest earlier successful run of `env` on the same
+    data (name and split) with the same model pins, or None when there is none among the last
+    `look_back` runs. Its deltas are what the headline shows against that run."""
+    data = (report["dataset"]["name"], report["dataset"]["split"])
+    for path in reversed(latest_reports(outputs_root, env, look_back)):
+        try:
+            earlier = read_report(str(path))
+        except ReportUnreadable:
+            continue
+        same_data = (earlier.data["dataset"].get("name"), earlier.data["dataset"].get("split")) == data
+        if earlier.run_id == report["run_id"] or not same_data:
+            continue
+        if embedding_gate(earlier.data, report)["compared"]:
+            return build_comparison(earlier, report, baseline_location=str(path), candidate_location="this run",
+                                    created_at=datetime.now(timezone.utc))
+    return None

@@ -22,7 +22,9 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from evalbook.compare import ComparisonError
+from evalbook.compare.document import build_comparison, pair_examples
 from evalbook.metrics import METRICS, Metric
+from evalbook.report.reader import RunReport, judge_entry
 from evalbook.templating import render
 
 PASS_SUFFIX = "_pass"
@@ -119,6 +121,7 @@ def interval_verdict(rule: Rule, delta: float, low: float, high: float, n: int,
 def mcnemar(baseline_passed: Sequence[bool], candidate_passed: Sequence[bool]) -> tuple[int, int, float]:
     """(b, c, p): b pairs passed in the baseline only, c in the candidate only, and the two-sided
     exact McNemar p, scipy's binomtest(b, b + c, 0.5); p = 1 when no pair is discordant."""
+    # slow to import: only a pass-rate rule pays it
     from scipy.stats import binomtest
 
     pairs = list(zip(baseline_passed, candidate_passed, strict=True))
@@ -176,9 +179,6 @@ def _not_compared(comparison: dict[str, Any], rule: Rule) -> RuleError:
 
 def _pass_outcomes(rule: Rule, baseline: dict[str, Any], candidate: dict[str, Any]) -> tuple[list[bool], list[bool]]:
     """The pairs' pass outcomes where both runs judged the example and gave it a pass or fail."""
-    from evalbook.compare.document import pair_examples
-    from evalbook.report.reader import judge_entry
-
     pairing = pair_examples(baseline["examples"], candidate["examples"])
     base_passed, cand_passed = [], []
     for example_id in pairing.paired_ids:
@@ -209,8 +209,6 @@ def regression_gate(comparison: dict[str, Any], baseline: Any, candidate: Any,
                     fail_on: Sequence[str] | None) -> dict[str, Any] | None:
     """The comparison's `gate` section for the rules `fail_on` on its two reports (RunReport or
     dicts); None without rules. RuleError when a rule's metric is not compared."""
-    from evalbook.report.reader import RunReport
-
     rules = parse_rules(fail_on)
     if not rules:
         return None
@@ -225,8 +223,6 @@ def check_rules(fail_on: Sequence[str] | None, baseline: Any, candidate: Any) ->
     It builds the comparison the notebook will build, so both say the same about what is compared.
     A comparison that fails for another reason is left to 05_compare, which reports it.
     """
-    from evalbook.compare.document import build_comparison
-
     rules = parse_rules(fail_on)
     if not rules:
         return

@@ -120,6 +120,7 @@ class GenerateClient:
         return entry
 
     async def _run_all(self, items: list[Item], on_done) -> list[Generation]:
+        # slow to import: only a stage that calls a model pays it
         import httpx
 
         limit = asyncio.Semaphore(self.settings.concurrency)
@@ -163,6 +164,7 @@ class GenerateClient:
         return generation
 
     async def _attempt(self, client, body: Any) -> _Attempt:
+        # slow to import: only a stage that calls a model pays it
         import httpx
 
         self.stats.calls += 1

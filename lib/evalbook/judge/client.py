@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 from evalbook.errors import EvalbookError
 from evalbook.calls import backoff_seconds, retry_after_seconds, run_in_worker
+from evalbook.processes import is_loopback
 from evalbook.replycache import ReplyCache, cache_key
 from evalbook.judge.parsing import Unparsed, Unreadable, parse_reply
 from evalbook.redaction import Redactor, profile_secrets
@@ -71,8 +72,6 @@ class JudgeSettings:
 
     @property
     def loopback(self) -> bool:
-        from evalbook.processes import is_loopback
-
         return is_loopback(urlsplit(self.base_url).hostname or "")
 
     def api_key(self) -> str:
@@ -157,6 +156,7 @@ def completion_message(response: Any) -> tuple[str | None, str | None]:
     The openai client builds its objects without validating them, so a 200 with any JSON
     arrives here: a list, an object without `choices`, a choice without a message.
     """
+    # slow to import: only a stage that calls a model pays it
     from openai.types.chat import ChatCompletion
 
     if isinstance(response, str):  # what the openai client returns for a body not typed as JSON
@@ -206,6 +206,7 @@ class JudgeClient:
         return run_in_worker(lambda: self._run_all(list(requests), on_reply), "evalbook-judge")
 
     async def _run_all(self, requests: list[JudgeRequest], on_reply) -> list[JudgeReply]:
+        # slow to import: only a stage that calls a model pays it
         import httpx
         from openai import AsyncOpenAI
 
@@ -302,6 +303,7 @@ class JudgeClient:
                        stats: MetricStats) -> float | None:
         """One call. Fills `reply`; returns how long to wait before a retry (0: default backoff),
         or None when retrying cannot help."""
+        # slow to import: only a stage that calls a model pays it
         import openai
 
         settings = self.settings

@@ -66,6 +66,7 @@ def count_prompt_tokens(settings: JudgeSettings, prompts: Sequence[str], http_tr
 def count_by_server(settings: JudgeSettings, prompts: Sequence[str], http_transport,
                     timeout: float) -> TokenCount:
     """The prompts' tokens by the judge server's tokenizer, or None with the reason."""
+    # slow to import: only a stage that calls a model pays it
     import httpx
 
     url = server_root(settings.base_url) + TOKENIZE_PATH
@@ -87,6 +88,7 @@ def count_by_server(settings: JudgeSettings, prompts: Sequence[str], http_transp
 
 def count_by_tiktoken(settings: JudgeSettings, prompts: Sequence[str]) -> TokenCount:
     """The prompts' tokens by tiktoken's encoding of the model, on this machine, or None with the reason."""
+    # slow to import: only when prompt tokens are counted
     import tiktoken
 
     try:
@@ -125,6 +127,7 @@ def load_encoding(name: str) -> tiktoken.Encoding:
     The load runs in a daemon thread, waited on for ENCODING_LOAD_TIMEOUT seconds, after which
     TimeoutError; a load still running is waited on again by the next call, one that failed is
     tried again."""
+    # slow to import: only when prompt tokens are counted
     import tiktoken
 
     with _encoding_loads_lock:

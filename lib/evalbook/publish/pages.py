@@ -126,6 +126,7 @@ def _file_references(html: str) -> list[str]:
 
 
 def _exporter(exclude_input: bool):
+    # slow to import: only when notebooks are rendered or read
     from nbconvert import HTMLExporter
 
     return HTMLExporter(
@@ -151,6 +152,7 @@ def render_html(notebook: Path, output: Path | None = None, *, exclude_input: bo
     file beside it, raises ValueError and is not written. Control characters in the page are
     written as visible escapes (`\x00`).
     """
+    # slow to import: only when notebooks are rendered or read
     import nbformat
 
     notebook = Path(notebook)

@@ -38,6 +38,7 @@ def _with_stable_injected_id(notebook: Path, folder: Path) -> Path:
     Papermill gives that cell a new random id in every execution, so nbdime would show it as
     one cell deleted and another inserted; with equal ids it shows the changed lines.
     """
+    # slow to import: only when notebooks are rendered or read
     import nbformat
 
     content = nbformat.read(notebook, as_version=4)

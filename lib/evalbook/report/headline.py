@@ -11,21 +11,15 @@ the paired deltas against it; summary.md renders the same context (evalbook.publ
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from evalbook.compare.document import build_comparison
-from evalbook.compare.gates import embedding_gate
 from evalbook.judge.display import plain_reason
 from evalbook.metrics import METRICS, Metric
 from evalbook.metrics import metric as registered
-from evalbook.report.reader import ReportUnreadable, RunReport, read_report
-from evalbook.runs import latest_reports
+from evalbook.report.reader import RunReport
 from evalbook.templating import render
 
 SHA_SHOWN = 12  # characters of a weights sha256 shown; the report holds all 64
-LOOK_BACK = 20  # earlier runs searched for one on the same data with the same models
 
 
 def _judge(summary: dict[str, Any]) -> dict[str, Any]:
@@ -88,30 +82,10 @@ def counts(report: dict[str, Any]) -> list[tuple[str, int]]:
     return shown + ([("judged replies whose extra keys were ignored", extra)] if extra else [])
 
 
-def earlier_comparison(report: dict[str, Any], outputs_root: Path, env: str,
-                       look_back: int = LOOK_BACK) -> dict[str, Any] | None:
-    """The comparison of `report` with the latest earlier successful run of `env` on the same
-    data (name and split) with the same model pins, or None when there is none among the last
-    `look_back` runs. Its deltas are what the headline shows against that run."""
-    data = (report["dataset"]["name"], report["dataset"]["split"])
-    for path in reversed(latest_reports(outputs_root, env, look_back)):
-        try:
-            earlier = read_report(str(path))
-        except ReportUnreadable:
-            continue
-        same_data = (earlier.data["dataset"].get("name"), earlier.data["dataset"].get("split")) == data
-        if earlier.run_id == report["run_id"] or not same_data:
-            continue
-        if embedding_gate(earlier.data, report)["compared"]:
-            return build_comparison(earlier, report, baseline_location=str(path), candidate_location="this run",
-                                    created_at=datetime.now(timezone.utc))
-    return None
-
-
 def earlier_context(comparison: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What the headline says against an earlier run (earlier_comparison): its short id and
-    date, how many examples were paired, and each compared headline metric's delta with its
-    interval; None without one."""
+    """What the headline says against an earlier run (compare.document.earlier_comparison): its
+    short id and date, how many examples were paired, and each compared headline metric's delta
+    with its interval; None without one."""
     if comparison is None:
         return None
     base = comparison["baseline"]
@@ -139,5 +113,6 @@ def first_screen(report: RunReport | dict[str, Any]) -> dict[str, Any]:
 
 def headline_html(report: RunReport | dict[str, Any], earlier: dict[str, Any] | None = None) -> str:
     """The headline block described in the module docstring, as HTML; `earlier` is the
-    comparison with an earlier comparable run (earlier_comparison), whose deltas it adds."""
+    comparison with an earlier comparable run (compare.document.earlier_comparison), whose
+    deltas it adds."""
     return render("headline.html", **first_screen(report), earlier=earlier_context(earlier))

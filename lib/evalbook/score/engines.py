@@ -125,6 +125,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator
 
 import pandas as pd
+import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -245,6 +246,7 @@ def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[st
     cluster; on exit only this connection closes. A session already open in this process is
     used as it is and left open.
     """
+    # slow to import: only the Ray engine pays it
     import ray
 
     if ray.is_initialized():
@@ -274,7 +276,7 @@ def start_local_ray(num_cpus: int | None) -> None:
     start left behind are stopped, and the second start has its own 30 s. Any other error, or
     a second timeout, is raised.
     """
-    import psutil
+    # slow to import: only the Ray engine pays it
     import ray
 
     for attempt in range(1, LOCAL_RAY_ATTEMPTS + 1):
@@ -295,7 +297,6 @@ def start_local_ray(num_cpus: int | None) -> None:
 
 def _stop_processes_started_since(before: set[int]) -> None:
     """Terminate this process's descendants that are not in `before`, then kill what remains."""
-    import psutil
 
     started = [child for child in psutil.Process().children(recursive=True) if child.pid not in before]
     for process in started:
@@ -318,6 +319,7 @@ def connect_ray_client(address: str) -> None:
     dies at birth in gRPC (ray-project/ray#63202, a few percent of connections), which fails
     `ray.init` with ConnectionAbortedError. Connecting again starts a new server process.
     """
+    # slow to import: only the Ray engine pays it
     import ray
 
     for attempt in range(1, RAY_CLIENT_ATTEMPTS + 1):
@@ -488,6 +490,7 @@ def ray_data_settings() -> Iterator[None]:
       EngineError instead of waiting forever, and every actor gets batches even when the
       first one could score them all before the others start.
     """
+    # slow to import: only the Ray engine pays it
     from ray.data import DataContext
 
     context = DataContext.get_current()
@@ -531,6 +534,7 @@ def run_on_ray(frame: pd.DataFrame, profile: Profile, settings: RaySettings | No
     `ray://` the same function runs as one task on the cluster, reserving no CPU, and only its
     arguments and the scored table cross the client connection.
     """
+    # slow to import: only the Ray engine pays it
     import ray
 
     if len(frame) == 0:
@@ -555,6 +559,7 @@ def is_ray_client(address: str | None) -> bool:
 def through_ray_client() -> bool:
     """Whether this process's Ray session is a Ray Client connection (a `ray://` address, or a
     session opened that way before evalbook was called)."""
+    # slow to import: only the Ray engine pays it
     from ray.util.client import ray as client_ray
 
     return client_ray.is_connected()
@@ -563,6 +568,7 @@ def through_ray_client() -> bool:
 def score_in_cluster(frame: pd.DataFrame, profile: Profile, settings: RaySettings,
                      run_id: str | None) -> RayRun:
     """`run_on_ray`'s work, in a process connected to Ray as a driver or as a worker."""
+    # slow to import: only the Ray engine pays it
     import ray
 
     with ray_data_settings():
