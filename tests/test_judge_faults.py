@@ -28,8 +28,9 @@ from evalbook.replycache import ReplyCache
 from evalbook.judge.parsing import Unparsed, parse_reply
 from evalbook.judge.stage import build_requests, judge_table, templates_for
 from paths import ROOT, read_default_values
-from evalbook.pipeline import (JUDGE, assemble_report, canonical_table, open_stage, run_judge,
-                               run_load, run_score, save_report)
+from evalbook.layout import JUDGE
+from evalbook.pipeline import (assemble_report, canonical_table, open_stage, run_judge, run_load, run_score,
+                               save_report)
 from evalbook.report.document import validate_report
 
 # The hang mode needs a short client timeout; every other call gets a generous one, so that a

@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from evalbook.judge.stage import NothingEligible
-from evalbook.pipeline import JUDGE, assemble_report, canonical_table, open_stage, run_judge, save_report
+from evalbook.layout import JUDGE
+from evalbook.pipeline import assemble_report, canonical_table, open_stage, run_judge, save_report
 from faultserver import valid_reply
 
 SECRET = "sk-test-DO-NOT-LEAK"

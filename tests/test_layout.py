@@ -162,3 +162,26 @@ def test_a_key_under_an_outputs_root_names_its_run_only_in_the_layout():
     assert layout.run_of_key("prod/other/2026/12/01/abc/x", "abc") is None
     assert layout.run_of_key("prod/eval-runs/26/12/01/abc/x", "abc") is None
     assert layout.run_of_key(run, "abc") is None  # the folder name alone is not an object in it
+
+
+def test_no_module_but_layout_spells_a_file_name_of_a_run_folder():
+    """layout names every file of a run folder; another module that wrote "run.json" itself would
+    drift from it (issue 25). Every string constant of the package (docstrings aside) is compared
+    with the names layout defines."""
+    import ast
+
+    names = {value for key, value in vars(layout).items()
+             if key.isupper() and isinstance(value, str) and ("." in value or value.isupper())}
+    assert {"run.json", "params.yaml", "RUNNING", "FAILED", "NOT_UPLOADED", "judge.json"} <= names
+    package = Path(layout.__file__).parent
+    spelled = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "layout.py":
+            continue
+        tree = ast.parse(path.read_text("utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        spelled += [f"{path.relative_to(package)}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                    if isinstance(node, ast.Constant) and node.value in names and id(node) not in docstrings]
+    assert not spelled, "file names spelled outside layout:\n" + "\n".join(spelled)

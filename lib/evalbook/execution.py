@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from evalbook.files import write_new
 from evalbook.kernel import ipc_kernel
-from evalbook.layout import NOT_UPLOADED_MARKER
+from evalbook.layout import CALIBRATE_STAGE, COMPARE_STAGE, NOT_UPLOADED_MARKER, REPORT_STAGE
 from evalbook.publish import pages
 from evalbook.publish.index import build_index
 
@@ -34,7 +34,7 @@ def quote_failure(stage: str, notebook: Path, error: Exception) -> str:
 
 
 # The pages for readers who never open code: each also gets a version without the code cells.
-NO_CODE_PAGES = ("04_report", "05_compare", "06_calibrate")
+NO_CODE_PAGES = (REPORT_STAGE, COMPARE_STAGE, CALIBRATE_STAGE)
 
 
 def render_stage_html(stage: str, notebook: Path) -> dict[str, str]:

@@ -27,6 +27,13 @@ COMPARISONS_DIR = "comparisons"
 CALIBRATION_DIR = "calibration"  # inside a run folder: its calibrations against human labels
 REMOTE_CALIBRATIONS_DIR = "calibrations"  # under an env: the local copies for runs on S3
 INTERACTIVE_DIR = "interactive"
+# what a notebook opened with its defaults writes in its interactive folder
+INTERACTIVE_COMPARISON = "comparison.json"
+INTERACTIVE_CALIBRATION = "calibration.json"
+# shared by every run under the local outputs root (params: the profile's paths, when null)
+JUDGE_CACHE_FILE = "judge-cache.sqlite"
+GENERATE_CACHE_FILE = "generate-cache.sqlite"
+EMBEDDING_CACHE_DIR = "embedding-cache"
 # comparison ids carry the first 8 characters of each run id; a shorter prefix is too easily shared
 MIN_PREFIX = 8
 # the day folders of every env, `<env>/eval-runs/<yyyy>/<mm>/<dd>`, under an outputs root
@@ -38,6 +45,23 @@ GENERATE_STAGE = "00_generate"  # first, only when the profile's generate sectio
 REPORT_STAGE = "04_report"
 STAGES = ("01_load", "02_score", "03_judge", REPORT_STAGE)
 ALL_STAGES = (GENERATE_STAGE, *STAGES)
+COMPARE_STAGE = "05_compare"  # a comparison's notebook, in its own folder
+CALIBRATE_STAGE = "06_calibrate"  # a calibration's notebook, in its own folder
+NOINPUT_SUFFIX = ".noinput.html"  # a page without its code cells: `<stage>.noinput.html`
+# What the stages write into the run folder (evalbook.pipeline), in order.
+GENERATED = "generated.parquet"  # 00_generate: the answers asked of the system under test
+GENERATION = "generation.json"  # 00_generate: its summary
+CANONICAL = "canonical.parquet"  # 01_load: the evaluation set joined to the answers
+LOAD_SUMMARY = "load.json"
+SCORED = "scored.parquet"  # 02_score
+SCORING_SUMMARY = "scoring.json"
+PROVENANCE = "provenance.json"  # written by the runner before the stages
+JUDGE = "judge.json"  # 03_judge
+INTERACTIVE_REPORT = "report.json"  # 04_report run without a run folder writes its report here
+# the logs of what a run starts beside its stages (evalbook.services)
+JUDGE_SERVER_LOG = "judge-server.log"
+MODEL_SERVER_LOG = "model-server.log"
+SERVICE_LOG = "service.log"
 # The other files of a run folder that evalbook itself names.
 PARAMS_FILE = "params.yaml"  # the resolved profile the stages read
 RUN_JSON = "run.json"  # how the run ended (evalbook.runs.RunJson), written last
@@ -59,6 +83,12 @@ def report_path(run_dir: Path, run_id: str | None = None) -> Path:
     """The report of the run whose folder is `run_dir`: `<run_id>.json` beside it (the run id
     is the folder's name unless a stage was given a folder of another name)."""
     return run_dir.parent / f"{run_id or run_dir.name}.json"
+
+
+def stage_pages(stage: str) -> tuple[str, str]:
+    """The page names of a stage that also has one without code: that one first (the readers'),
+    then the full one."""
+    return f"{stage}{NOINPUT_SUFFIX}", f"{stage}.html"
 
 
 def params_file(folder: Path) -> Path:

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from evalbook.errors import EvalbookError, UnusableInput
+from evalbook.layout import EMBEDDING_CACHE_DIR, GENERATE_CACHE_FILE, JUDGE_CACHE_FILE
 from evalbook.storage import is_remote
 from evalbook.validation import jsonschema
 
@@ -503,7 +504,7 @@ def judge_cache_path(profile: Profile) -> str:
     outputs root (a SQLite file is never kept on remote storage)."""
     configured = profile["judge"]["cache_path"]
     if configured is None:
-        return str(local_outputs_root(profile) / "judge-cache.sqlite")
+        return str(local_outputs_root(profile) / JUDGE_CACHE_FILE)
     return resolve_path(configured, profile.root)
 
 
@@ -512,7 +513,7 @@ def generate_cache_path(profile: Profile) -> str:
     in the local outputs root, shared by all runs."""
     configured = profile["generate"]["cache_path"]
     if configured is None:
-        return str(local_outputs_root(profile) / "generate-cache.sqlite")
+        return str(local_outputs_root(profile) / GENERATE_CACHE_FILE)
     return resolve_path(configured, profile.root)
 
 
@@ -521,5 +522,5 @@ def embedding_cache_path(profile: Profile) -> str:
     `embedding-cache` in the local outputs root, shared by all runs there."""
     configured = profile["scoring"]["embedding_cache"]["path"]
     if configured is None:
-        return str(local_outputs_root(profile) / "embedding-cache")
+        return str(local_outputs_root(profile) / EMBEDDING_CACHE_DIR)
     return resolve_path(configured, profile.root)

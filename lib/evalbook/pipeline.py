@@ -31,7 +31,8 @@ from evalbook.generate.stage import check_something_generated, generate_answers
 from evalbook.judge.estimate import describe
 from evalbook.judge.stage import (judge_table, local_embedder, not_run, openai_embedder, server_reachable,
                                   settings_from)
-from evalbook.layout import interactive_folder, report_path
+from evalbook.layout import (CANONICAL, GENERATED, GENERATION, INTERACTIVE_REPORT, JUDGE, LOAD_SUMMARY, PROVENANCE,
+                             SCORED, SCORING_SUMMARY, interactive_folder, report_path)
 from evalbook.metrics import names
 from evalbook.params import (Profile, generate_cache_path, judge_cache_path, load_profile, local_outputs_root,
                              locate_profile)
@@ -41,16 +42,6 @@ from evalbook.replycache import ReplyCache
 from evalbook.report.document import build_report, write_report
 from evalbook.score.models import resolve_model, resolve_profile_models
 from evalbook.stats import summarize
-
-GENERATED = "generated.parquet"
-GENERATION = "generation.json"
-CANONICAL = "canonical.parquet"
-LOAD_SUMMARY = "load.json"
-SCORED = "scored.parquet"
-SCORING_SUMMARY = "scoring.json"
-PROVENANCE = "provenance.json"
-JUDGE = "judge.json"
-
 
 class StageError(EvalbookError, RuntimeError):
     """A stage that cannot run, for example because its upstream artifact is missing."""
@@ -95,7 +86,7 @@ class StageContext:
     @property
     def report_path(self) -> Path:
         if self.interactive:
-            return self.run_dir / "report.json"
+            return self.run_dir / INTERACTIVE_REPORT
         return report_path(self.run_dir, self.run_id)
 
 

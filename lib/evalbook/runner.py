@@ -42,11 +42,10 @@ from evalbook.errors import PublishFailed, RunFailed
 from evalbook.execution import NOTEBOOKS, execute_stage, mark_not_uploaded, rebuild_index
 from evalbook.files import write_new
 from evalbook.interrupts import RunInterrupted, interrupts_raised, signals_held
-from evalbook.layout import (ALL_STAGES, FAILED_MARKER, RUNNING_MARKER, STAGES, existing_run, params_file,
+from evalbook.layout import (ALL_STAGES, FAILED_MARKER, PROVENANCE, RUNNING_MARKER, STAGES, existing_run, params_file,
                              report_path, run_folder, run_json)
 from evalbook.params import (ParamsError, Profile, check_input_files, is_remote, load_profile, local_outputs_root,
                              parse_overrides, resolved_values)
-from evalbook.pipeline import PROVENANCE
 from evalbook.provenance import run_provenance
 from evalbook.publish.summary import page_links, run_summary_md, write_summary
 from evalbook.runs import RunJson, running_marker

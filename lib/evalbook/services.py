@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from evalbook.errors import EvalbookError
 from evalbook.generate.service import Service
 from evalbook.judge.server import LocalServer
+from evalbook.layout import JUDGE_SERVER_LOG, MODEL_SERVER_LOG, SERVICE_LOG
 from evalbook.params import Profile
 from evalbook.processes import is_serving
 
@@ -28,7 +29,7 @@ def start_judge_server(profile, run_dir: Path, log: TextIO):
     judge = profile["judge"]
     if not (judge["enabled"] and judge["start_server"]):
         return None
-    return start_local_model(judge["base_url"], judge["model"], run_dir / "judge-server.log", "judge", log)
+    return start_local_model(judge["base_url"], judge["model"], run_dir / JUDGE_SERVER_LOG, "judge", log)
 
 
 def start_generation_server(profile, run_dir: Path, log: TextIO):
@@ -40,7 +41,7 @@ def start_generation_server(profile, run_dir: Path, log: TextIO):
     if not (generate["enabled"] and generate["start_server"]):
         return None
     served = generate["openai"] if generate["kind"] == "openai" else profile["judge"]
-    return start_local_model(served["base_url"], served["model"], run_dir / "model-server.log", "model", log)
+    return start_local_model(served["base_url"], served["model"], run_dir / MODEL_SERVER_LOG, "model", log)
 
 
 def start_local_model(base_url: str, alias: str, log_path: Path, role: str, log: TextIO):
@@ -67,7 +68,7 @@ def start_service(profile: Profile, run_dir: Path, log: TextIO):
     generate = profile["generate"]
     if not (generate["enabled"] and generate["service"]):
         return None
-    service = Service(generate["service"], profile.root, run_dir / "service.log")
+    service = Service(generate["service"], profile.root, run_dir / SERVICE_LOG)
     print(f"[evalbook] starting the service under test at {service.address}", file=log, flush=True)
     try:
         service.start()

@@ -29,17 +29,13 @@ from evalbook.compare.tables import pairing_warnings
 from evalbook.errors import PublishFailed, RunFailed
 from evalbook.execution import execute_stage, mark_not_uploaded, rebuild_index
 from evalbook.files import write_new
-from evalbook.layout import (FAILED_MARKER, calibration_folder, calibration_url, comparisons_folder, comparisons_url,
+from evalbook.layout import (CALIBRATE_STAGE, COMPARE_STAGE, FAILED_MARKER, calibration_folder, calibration_url, comparisons_folder, comparisons_url,
                              params_file, remote_calibration_folder, remote_comparisons_folder)
 from evalbook.params import Profile, load_profile, local_outputs_root, parse_overrides, resolved_values
 from evalbook.publish.summary import comparison_summary_md, page_links, write_summary
 from evalbook.report.reader import ReportUnreadable, read_report
 from evalbook.runs import RunNotFound, find_report, latest_pair
 from evalbook.storage import StorageError, is_remote, publish_run
-
-COMPARE_STAGE = "05_compare"
-CALIBRATE_STAGE = "06_calibrate"
-
 
 @dataclass
 class DocumentRun:

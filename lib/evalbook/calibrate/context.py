@@ -16,14 +16,13 @@ from typing import Any
 from evalbook.calibrate.labels import Labels, Matched, match_labels, read_labels
 from evalbook.calibrate.settings import DEFAULTS, Settings
 from evalbook.errors import RunFailed
-from evalbook.layout import interactive_folder
+from evalbook.layout import INTERACTIVE_CALIBRATION, interactive_folder
 from evalbook.load import input_sha256
 from evalbook.params import (find_root, is_remote, load_profile, local_outputs_root, locate_notebook_file,
                              locate_profile)
 from evalbook.report.reader import RunReport, read_report
 from evalbook.runs import find_report, latest_reports
 
-CALIBRATION_FILE = "calibration.json"
 # how a run without a report (one that failed or was stopped before 04_report) is refused
 UNREPORTED = ("it has no scores to calibrate against the labels: name a run that succeeded with --run, "
               "or leave --run out to calibrate the latest successful one")
@@ -95,5 +94,5 @@ def open_calibration(params_path: str, run: str | None, labels_path: str, *, run
     output_dir.mkdir(parents=True, exist_ok=True)
     return CalibrationContext(
         profile=profile, report=report, labels=labels, matched=matched, output_dir=output_dir,
-        output_path=Path(calibration_path) if calibration_path else output_dir / CALIBRATION_FILE,
+        output_path=Path(calibration_path) if calibration_path else output_dir / INTERACTIVE_CALIBRATION,
         run_id=run_id or "interactive", interactive=interactive, settings=chosen)

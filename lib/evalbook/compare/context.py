@@ -16,12 +16,10 @@ import yaml
 
 from evalbook.compare.settings import DEFAULTS, Settings
 from evalbook.compare.document import build_comparison
-from evalbook.layout import interactive_folder, params_file
+from evalbook.layout import INTERACTIVE_COMPARISON, interactive_folder, params_file
 from evalbook.runs import find_report, latest_pair
 from evalbook.params import dotted_items, is_remote, load_profile, local_outputs_root, locate_profile
 from evalbook.report.reader import RunReport, read_report
-
-COMPARISON_FILE = "comparison.json"
 
 
 @dataclass(frozen=True)
@@ -80,5 +78,5 @@ def open_comparison(params_path: str, baseline: str | None = None, candidate: st
     chosen = replace(DEFAULTS, **{key: value for key, value in settings.items() if value is not None})
     return ComparisonContext(
         profile=profile, baseline=reports[0], candidate=reports[1], output_dir=output_dir,
-        output_path=Path(comparison_path) if comparison_path else output_dir / COMPARISON_FILE,
+        output_path=Path(comparison_path) if comparison_path else output_dir / INTERACTIVE_COMPARISON,
         run_id=run_id or "interactive", interactive=interactive, settings=chosen)

@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from evalbook.layout import (CALIBRATION_DIR, COMPARISONS_DIR, REMOTE_CALIBRATIONS_DIR, REPORT_STAGE, RUN_DAY_GLOB,
-                             RUN_JSON, report_path, run_json)
+from evalbook.layout import (CALIBRATE_STAGE, CALIBRATION_DIR, COMPARE_STAGE, COMPARISONS_DIR, REMOTE_CALIBRATIONS_DIR,
+                             REPORT_STAGE, RUN_DAY_GLOB, RUN_JSON, report_path, run_json, stage_pages)
 from evalbook.metrics import METRICS
 from evalbook.publish.pages import noinput_path
 from evalbook.report.reader import RunReport
@@ -83,7 +83,7 @@ def collect_runs(outputs_root: Path) -> list[dict[str, Any]]:
 _COMPARISON_GLOBS = (f"{RUN_DAY_GLOB}/{COMPARISONS_DIR}/*.json",
                      f"*/{COMPARISONS_DIR}/*.json")
 # a comparison's page: the one without code when it was made, else the full one
-COMPARE_PAGES = ("05_compare.noinput.html", "05_compare.html")
+COMPARE_PAGES = stage_pages(COMPARE_STAGE)
 HEADLINE_DELTAS = tuple(m.name for m in METRICS if m.headline and m.kind == "similarity")
 
 
@@ -122,7 +122,7 @@ def collect_comparisons(outputs_root: Path) -> list[dict[str, Any]]:
 
 
 _CALIBRATION_GLOBS = (f"{RUN_DAY_GLOB}/*/{CALIBRATION_DIR}/*.json", f"*/{REMOTE_CALIBRATIONS_DIR}/*.json")
-CALIBRATE_PAGES = ("06_calibrate.noinput.html", "06_calibrate.html")
+CALIBRATE_PAGES = stage_pages(CALIBRATE_STAGE)
 # the metrics whose agreement with the labels the index shows: the headline similarity metrics
 CALIBRATION_COLUMNS = HEADLINE_DELTAS
 

@@ -5,7 +5,7 @@ its report, when the run succeeded, is `<run_id>.json` beside the folder. The pa
 script and fetches nothing: the style sheet inline, links relative to the page. This module only
 renders: evalbook.publish.catalog gathers the rows (each run's state from evalbook.runs, and the
 comparisons and calibrations), this module turns them into plain values, and the template
-index.html writes every tag and escapes every value.
+index_page.html writes every tag and escapes every value.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def render_index(rows: list[dict[str, Any]], page_dir: Path,
     judge_metrics = _judge_metric_names(rows)
     labels = [*(registered(name).label for name in RUN_COLUMNS),
               *(f"judge {registered(name).label}" for name in judge_metrics)]
-    return render("index.html",
+    return render("index_page.html",
                   runs=[_run_view(row, judge_metrics, page_dir) for row in rows],
                   status_counts=_status_counts(rows),
                   score_headers=[label[:1].upper() + label[1:] for label in labels],

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from evalbook.escaping import visible_controls
 from evalbook.files import write_new
+from evalbook.layout import NOINPUT_SUFFIX
 
-NOINPUT_SUFFIX = ".noinput.html"
 
 # Each block emptied here loaded a script from a CDN in nbconvert 7.17.2's lab template.
 OFFLINE_TEMPLATE = """\

@@ -12,6 +12,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from evalbook.escaping import escaped_table, readable_table
+from evalbook.formatting import MISSING
 from evalbook.judge.display import answers_table, unscored_table, verdict_text
 from evalbook.metrics import metric as registered
 from evalbook.metrics import METRICS
@@ -113,5 +114,5 @@ def provenance_table(report: RunReport | dict[str, Any]) -> pd.DataFrame:
             value = ", ".join(str(item) for item in value)
         if isinstance(value, str) and PurePosixPath(value).is_absolute():
             value = PurePosixPath(value).name
-        rows.append({"field": key, "value": "—" if value is None else str(value)})
+        rows.append({"field": key, "value": MISSING if value is None else str(value)})
     return pd.DataFrame(rows, columns=["field", "value"]).set_index("field")
