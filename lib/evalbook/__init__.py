@@ -1,40 +1,23 @@
 """evalbook: parameterized notebooks that evaluate a RAG or LLM system's answers.
 
-The package follows the pipeline. Each notebook opens a stage through `pipeline` (00-04),
-`compare.context` (05) or `calibrate.context` (06), and each file of a run folder has one owner:
+The package is in layers, and imports point down only: from the command line to the runner, to
+publish, to the documents, to the stages, to the foundations. pyproject.toml's import-linter
+contract lists them and tests/test_layers.py enforces it. Each notebook opens its stage through
+`pipeline` (00-04), `compare.context` (05) or `calibrate.context` (06); every file name of a run
+folder is spelled in `layout` alone. From the top:
 
-Stages                  what they compute                                 what they write
-- generate/             00_generate (when the profile enables it)         generated.parquet,
-    settings              the endpoint (http or openai) from the profile  generation.json,
-    mapping, client       JMESPath response mapping; the calls            generate-cache.sqlite
-    stage, display        every row accounted for; what 00 shows
-    service               the service under test as a child process        service.log
-- load                  the evaluation set and answers, validated, joined canonical.parquet, load.json
-- score/                02_score                                          scored.parquet, scoring.json
-    models                the pinned weights, resolved and sha256-checked
-    scoring               the encoder pass; BERTScore and cosine per pair
-    similarity, retrieval the metric math; top-k match and rank
-    embcache, engines     the embedding cache; local or Ray Data actors
-    onnxgraph             the onnxruntime backend's exported graph and its  onnx-graphs/
-                          cache (scoring.backend)
-- judge/                03_judge: client, the metric protocol, one        judge.json
-                        module per judged metric, the local llama.cpp
-                        server
-- report/               04_report                                         <run_id>.json, figures/
-    document              assembles, validates and writes the report
-    schema                the metric ranges of report-v1.json, from the registry
-    reader                reads a report (local or S3): a typed view
-    headline              the first screen: means with intervals, pins, counts
-    figures, tables       what 04 shows
-- compare/              05_compare: gates, settings, the document,        comparisons/
-                        its tables and figure
-    gate                  the opt-in regression gate (compare --fail-on)
-- calibrate/            06_calibrate: a run against human labels          <run_id>/calibration/
-    labels                reads and checks a labels file, matches it to a run
-    agreement             rank, ROC, thresholds, kappa, alpha (scipy, scikit-learn, krippendorff)
-    analysis, document    one metric against the labels; the calibrate-v1 document
-    context, settings     where 06 reads and writes; its defaults
-    tables, figures       what 06 shows
+6. The command line
+- __main__              `python -m evalbook run|compare|calibrate|diff`; exit codes from errors
+
+5. The runner                                                             what it writes
+- runner                plans a run, runs its stages, closes it     params.yaml, run.json, FAILED
+- sidedocs              runs a comparison or a calibration beside its runs (05, 06)
+- execution             the one Papermill call of a stage; the index rebuilt; NOT_UPLOADED
+- services              starts and stops the model server, the service    judge-server.log,
+                        under test and the judge server around the stages service.log
+- interrupts            SIGINT and SIGTERM raised as RunInterrupted, or held while files are written
+
+4. Publish
 - publish/              after the stages
     pages                 a notebook's offline HTML                       <stage>.html, .noinput.html
     catalog               what the index lists: every run, comparison and
@@ -44,28 +27,61 @@ Stages                  what they compute                                 what t
     summary               a run's or a comparison's summary for a pull     summary.md
                           request, also appended to $GITHUB_STEP_SUMMARY
 
-Shared
-- metrics       the metric registry: name, kind, label, colour, direction, range, where it sits
+3. The documents
+- pipeline              the stage code of 00-04, which the notebooks call
+- report/               04_report                                         <run_id>.json, figures/
+    document              assembles, validates and writes the report
+    schema                the metric ranges of report-v1.json, from the registry
+    reader                reads a report (local or S3): a typed view
+    headline              the first screen: means with intervals, pins, counts
+    figures, tables       what 04 shows
+- compare/              05_compare: gates, settings, the document (and    comparisons/
+                        the earlier comparable run), tables and figure
+    gate                  the opt-in regression gate (compare --fail-on)
+- calibrate/            06_calibrate: a run against human labels          <run_id>/calibration/
+    labels                reads and checks a labels file, matches it to a run
+    agreement             rank, ROC, thresholds, kappa, alpha (scipy, scikit-learn, krippendorff)
+    analysis, document    one metric against the labels; the calibrate-v1 document
+    context, settings     where 06 reads and writes; its defaults
+    tables, figures       what 06 shows
+
+2. The stages
+- generate/             00_generate (when the profile enables it)         generated.parquet,
+    settings              the endpoint (http or openai) from the profile  generation.json,
+    mapping, client       JMESPath response mapping; the calls            generate-cache.sqlite
+    stage, display        every row accounted for; what 00 shows
+    service               the service under test as a child process        service.log
+- load                  the evaluation set and answers, validated, joined canonical.parquet, load.json
+- judge/                03_judge: client, the metric protocol, one        judge.json
+                        module per judged metric, the local llama.cpp
+                        server
+- score/                02_score                                          scored.parquet, scoring.json
+    models                the pinned weights, resolved and sha256-checked
+    scoring               the encoder pass; BERTScore and cosine per pair
+    similarity, retrieval the metric math; top-k match and rank
+    embcache, engines     the embedding cache; local or Ray Data actors
+    onnxgraph             the onnxruntime backend's exported graph and its  onnx-graphs/
+                          cache (scoring.backend)
+- provenance            the provenance record               (in provenance.json, run.json, the report)
+
+1. The foundations
+- runs          a run folder's state: run.json (RunJson), its markers, every run as a record, the
+                latest successful runs; finding a run by id, prefix or report
+- templating    the one Jinja2 environment (templates/): every page and summary evalbook writes
 - calls         what the judge's and generate's calls share: their worker-thread loop, retry waits
-- replycache    their SQLite reply cache          judge-cache.sqlite, generate-cache.sqlite
+- replycache    their SQLite reply cache                 judge-cache.sqlite, generate-cache.sqlite
 - prompts       their versioned prompt templates, rendered in a sandbox
 - processes     child processes: probing a server, tying it to its parent, ending it, its log
-- redaction     the one redactor: the profile's secrets out of every response stored or shown
-- runner        runs the stages with Papermill               params.yaml, run.json, FAILED, RUNNING
-- sidedocs      runs a comparison or a calibration beside its runs (05, 06)
-- execution     the one Papermill call of a stage; the index rebuilt; NOT_UPLOADED
-- services      starts and stops the model server, the service under test, the judge server
-- interrupts    SIGINT and SIGTERM raised as RunInterrupted, or held while files are written
-- runs          a run folder's state: run.json (RunJson), its markers, reading them, every run
-                as a record, the latest successful runs; finding a run by id, prefix or report
-- storage       the outputs root, local or S3: is_remote, s3:// reads, uploading a run folder
-- errors        EvalbookError, the one base of evalbook's failures, and their exit codes
-- formatting    MISSING, is_missing, number, signed, interval: how a value reads everywhere
-- templating    the one Jinja2 environment (templates/): every page and summary evalbook writes
 - kernel        the stage kernel's transport: local IPC sockets, not TCP
-- pipeline      the stage code of 00-04 and their file names
-- provenance    the provenance record                        provenance.json (also in run.json, report)
-- params, layout, files, validation, escaping, stats: profiles; every file name of a run
-  folder; the atomic write-once writer; the schema checks; user text into HTML; summaries and
-  paired statistics. `python -m evalbook` is the command line (`__main__`).
+- redaction     the one redactor: the profile's secrets out of every response stored or shown
+- params        profiles: read, checked, overridden, resolved
+- validation    the JSON Schema checks of profiles, reports, comparisons and calibrations
+- storage       the outputs root, local or S3: is_remote, s3:// reads, uploading a run folder
+- layout        every file name of a run folder and of the outputs root, and where runs live
+- files         the atomic, write-once writer
+- metrics       the metric registry: name, kind, label, colour, direction, range, where it sits
+- stats         summaries, bootstrap intervals (one Bootstrap of defaults), paired statistics
+- escaping      user text into HTML and Markdown, cut to what a page shows
+- formatting    MISSING, is_missing, number, signed, interval: how a value reads everywhere
+- errors        EvalbookError, the one base of evalbook's failures, and their exit codes
 """
