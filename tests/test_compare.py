@@ -115,6 +115,7 @@ def make_report(scores: dict[str, float | None], *, tag: str = "base", retrieval
             "reference_answer": f"reference {example_id}",
             "generated_answer": f"{tag} answer {example_id}",
             "source": None,
+            "metadata": {},
             "retrieval": None if hit is None else {"top_k_match": hit, "rank": 1 if hit else None},
             "answer_similarity": {"bertscore": {"precision": value, "recall": value, "f1": value},
                                   "sentence_cosine": value},

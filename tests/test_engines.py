@@ -506,7 +506,9 @@ def test_the_score_notebook_runs_with_the_ray_engine(tmp_path, profile, scorer):
     scored = pd.read_parquet(run_dir / "scored.parquet")
     assert len(scored) == 6
     assert_same_scores(scored, local)
-    assert pq.read_schema(run_dir / "scored.parquet").names == local.columns.tolist()
+    # the scores' columns, then each example's metadata, which 02_score carries from 01_load
+    assert pq.read_schema(run_dir / "scored.parquet").names == [*local.columns, "metadata"]
+    assert scored["metadata"].tolist() == canonical["metadata"].tolist()
     report = json.loads(result.report_path.read_text())
     assert report["answer_similarity_summary"]["bertscore_f1"]["n"] == scored["bertscore_f1"].notna().sum()
     # The actors' counts, not the driver's scorer's (which scored nothing); the cache was cold.

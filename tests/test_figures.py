@@ -75,6 +75,7 @@ def canonical_frame() -> pd.DataFrame:
         "retrieved_contexts": pd.Series([None] * 6, dtype=object),
         "source": pd.Series(["EnterpriseSearchPolicy"] * 6, dtype=object),
         "conversation": pd.Series([None] * 6, dtype=object),
+        "metadata": ["{}"] * 6,
     })
 
 

@@ -55,7 +55,7 @@ def table() -> pd.DataFrame:
         "has_prediction": [True] * n, "generated_empty": [False] * n, "reference_empty": [False] * n,
         "gold_id": column([None] * n), "retrieved_ids": column([None] * n),
         "retrieved_contexts": column([None] * n), "source": column(["EnterpriseSearchPolicy"] * n),
-        "conversation": column([r[4] for r in ROWS]),
+        "conversation": column([r[4] for r in ROWS]), "metadata": ["{}"] * n,
     })
 
 

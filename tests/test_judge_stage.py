@@ -57,6 +57,7 @@ def canonical(rows: list[tuple[str, str | None, str | None]]) -> pd.DataFrame:
         "retrieved_ids": pd.Series([None] * n, dtype=object),
         "retrieved_contexts": pd.Series([None] * n, dtype=object),
         "source": pd.Series([r[2] for r in rows], dtype=object),
+        "metadata": ["{}"] * n,
     })
 
 

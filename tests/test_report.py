@@ -49,6 +49,8 @@ def canonical_frame(with_missing: bool = True) -> pd.DataFrame:
         "retrieved_contexts": pd.Series([None] * 5, dtype=object),
         "source": pd.Series(["sysA", "sysA", "sysB", None, "sysA"], dtype=object),
         "conversation": pd.Series([None] * 5, dtype=object),
+        "metadata": ['{"domain": "bank"}', '{"domain": "bank"}', '{"domain": "council"}', '{"domain": null}',
+                     '{"domain": "council"}'],
     })
 
 

@@ -67,6 +67,23 @@ def test_run_folder_holds_tables_notebooks_and_html(tiny_run):
     assert len(scored) == 5 and scored["bertscore_f1"].notna().all()
 
 
+def test_the_samples_domain_is_carried_from_load_to_the_report_as_metadata(tiny_run):
+    """issue 26, item 1: an input column evalbook does not read reaches every stage's output."""
+    result, _ = tiny_run
+    canonical = pd.read_parquet(result.run_dir / "canonical.parquet")
+    scored = pd.read_parquet(result.run_dir / "scored.parquet")
+    assert scored["metadata"].tolist() == canonical["metadata"].tolist()
+    domains = {json.loads(text)["domain"] for text in scored["metadata"]}
+    assert domains and domains <= {"council", "bank", "employer", "nature", "software", "travel", "retail",
+                                   "education", "community"}
+    report = json.loads(result.report_path.read_text())
+    assert [example["metadata"] for example in report["examples"]] == [json.loads(t) for t in canonical["metadata"]]
+    (column,) = json.loads((result.run_dir / "load.json").read_text())["metadata"]
+    assert (column["name"], column["type"], column["file"]) == ("domain", "string", "input_path")
+    page = (result.run_dir / "01_load.html").read_text()
+    assert "columns kept as metadata" in page and "domain" in page
+
+
 def test_run_json_carries_the_report_s_provenance(tiny_run):
     """One provenance record: run.json holds the same models' hash and weights as the report."""
     result, _ = tiny_run

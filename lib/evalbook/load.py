@@ -23,7 +23,8 @@ import csv
 import io
 import json
 import re
-from dataclasses import dataclass, field
+import math
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -34,12 +35,15 @@ import pyarrow.parquet as pq
 
 from evalbook.errors import EvalbookError
 from evalbook import storage
+from evalbook.formatting import is_missing
+from evalbook.metrics import METRICS, SCORE_FLAGS
 from evalbook.score.models import hub_reachable
 
 EXAMPLE_TEXT_COLUMNS = ("question", "context", "answer")
 LIST_COLUMNS = ("retrieved_ids", "retrieved_contexts")
 OPTIONAL_TEXT_COLUMNS = ("gold_id", "source")
 CONVERSATION = "conversation"  # optional multi-turn transcript: [{"role": ..., "content": ...}, ...]
+METADATA = "metadata"  # the canonical column that carries every input column evalbook does not read
 GENERATOR = "generator"  # optional: the system that wrote the row's answer, for the report
 PREDICTION_COLUMNS = (*LIST_COLUMNS, "source", CONVERSATION, GENERATOR)
 SHOWN_ROWS = 10
@@ -61,7 +65,20 @@ CANONICAL_SCHEMA = pa.schema([
     pa.field("retrieved_contexts", pa.list_(pa.string())),
     pa.field("source", pa.string()),
     pa.field(CONVERSATION, pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+    # every input column evalbook does not read, as one JSON object per row: {name: value}
+    pa.field(METADATA, pa.string(), nullable=False),
 ])
+# The input columns evalbook reads; every other column of either file is kept as metadata.
+READ_COLUMNS = frozenset({"id", *EXAMPLE_TEXT_COLUMNS, "generated_answer", *PREDICTION_COLUMNS,
+                          *OPTIONAL_TEXT_COLUMNS})
+# Names a metadata column cannot take: the canonical and scored tables' columns, a report
+# example's fields and the metrics' names, which slices and pages already use.
+RESERVED_NAMES = frozenset({*CANONICAL_SCHEMA.names, *SCORE_FLAGS, *(m.name for m in METRICS), "rank",
+                            "retrieval", "answer_similarity", "flags", "judge", "row", "__row"})
+METADATA_TYPES = ("string", "integer", "float", "boolean")
+_CSV_INTEGER = re.compile(r"[+-]?\d+")
+_CSV_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|nan)", re.IGNORECASE)
+_CSV_BOOLEAN = {"true": True, "false": False}
 
 
 def _rows_text(rows: list[int]) -> str:
@@ -98,6 +115,24 @@ class LoadResult:
     generators: list[str] = field(default_factory=list)
     # the sha256 of each input file, by its key (input_path, predictions_path); None for hf://
     inputs_sha256: dict[str, str | None] = field(default_factory=dict)
+    # the input columns kept as metadata, in file order (the examples file's first)
+    metadata: list[MetadataColumn] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MetadataColumn:
+    """An input column evalbook does not read, kept as metadata: its name, its type (one of
+    METADATA_TYPES), the file it came from (`input_path` or `predictions_path`, the profile's
+    key), and over the loaded examples the number of distinct values and of missing ones."""
+
+    name: str
+    type: str
+    file: str
+    n_distinct: int
+    n_missing: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 # ---------------------------------------------------------------- reading files
@@ -313,6 +348,7 @@ def _read_csv(path: str, data: bytes) -> pd.DataFrame:
     _check_csv_shape(path, header, records)
     frame = pd.DataFrame([fields for _, fields in records], columns=header, dtype=object)
     frame["__row"] = np.arange(1, len(frame) + 1)
+    frame.attrs["csv"] = True  # every cell is text: metadata columns get their type from their cells
     # A CSV cell cannot tell an empty string from a missing value. An empty generated_answer
     # stays "" (an empty answer, flagged); an empty optional id or label is missing.
     for column in OPTIONAL_TEXT_COLUMNS:
@@ -490,6 +526,103 @@ def _validate_optional(frame: pd.DataFrame, path: str) -> None:
             _check_text(frame, path, column, allow_null=True)
 
 
+# ---------------------------------------------------------------- metadata
+
+
+def _cell_kind(value: Any) -> str | None:
+    """The metadata type of one cell, None when it is missing, "nested" for anything else."""
+    if is_missing(value):
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return "boolean"
+    if isinstance(value, (int, np.integer)):
+        return "integer"
+    if isinstance(value, (float, np.floating)):
+        return "float"
+    return "string" if isinstance(value, str) else "nested"
+
+
+def _csv_metadata(cells: list[str]) -> tuple[str, list[Any]]:
+    """A CSV column's type and values: integers when every non-empty cell is one, else floats,
+    else true/false (any case), else text; an empty cell is missing."""
+    present = [cell.strip() for cell in cells if cell.strip() != ""]
+    if present and all(_CSV_INTEGER.fullmatch(cell) for cell in present):
+        kind, convert = "integer", int
+    elif present and all(_CSV_FLOAT.fullmatch(cell) for cell in present):
+        kind, convert = "float", float
+    elif present and all(cell.lower() in _CSV_BOOLEAN for cell in present):
+        kind, convert = "boolean", lambda cell: _CSV_BOOLEAN[cell.lower()]
+    else:
+        return "string", [None if cell.strip() == "" else cell for cell in cells]
+    return kind, [None if cell.strip() == "" else convert(cell.strip()) for cell in cells]
+
+
+def _typed_metadata(frame: pd.DataFrame, path: str, column: str) -> tuple[str, list[Any]]:
+    """A JSONL or Parquet column's type and values as Python scalars; LoadError (file, column,
+    rows) for a list, an object or another type, for a column that mixes types, and for an
+    infinite number."""
+    rows, values = frame["__row"].tolist(), frame[column].tolist()
+    kinds = [_cell_kind(value) for value in values]
+    nested = [row for row, kind in zip(rows, kinds) if kind == "nested"]
+    if nested:
+        raise LoadError(path, "holds a value that is not text, a number or true/false (a list, an object, a "
+                        "date ...), which a metadata column cannot hold: flatten it into columns, or drop it",
+                        column=column, rows=nested)
+    present = {kind for kind in kinds if kind is not None}
+    if present == {"integer", "float"}:
+        present = {"float"}
+    if len(present) > 1:
+        counts = {kind: kinds.count(kind) for kind in present}
+        rarest = min(counts, key=lambda kind: (counts[kind], kind))
+        raise LoadError(path, f"mixes {' and '.join(sorted(present))} values; a metadata column holds one type "
+                        f"(the rows listed hold {rarest})", column=column,
+                        rows=[row for row, kind in zip(rows, kinds) if kind == rarest])
+    kind = present.pop() if present else "string"
+    convert = {"string": str, "integer": int, "float": float, "boolean": bool}[kind]
+    converted = [None if cell is None else convert(value) for value, cell in zip(values, kinds)]
+    infinite = [row for row, value in zip(rows, converted) if isinstance(value, float) and not math.isfinite(value)]
+    if infinite:
+        raise LoadError(path, "holds an infinite number, which a report (JSON) cannot hold", column=column,
+                        rows=infinite)
+    return kind, converted
+
+
+def _keep_metadata(frame: pd.DataFrame, path: str) -> dict[str, str]:
+    """Type and convert, in place, every column of `frame` that evalbook does not read; their
+    types by name, in file order. An empty name, or one of evalbook's own (RESERVED_NAMES), is a
+    LoadError naming the file and the column."""
+    types = {}
+    for column in frame.columns:
+        if column in READ_COLUMNS or column == "__row":
+            continue
+        if not isinstance(column, str) or column.strip() == "":
+            raise LoadError(path, "a column has no name: name it to keep it as metadata, or drop it",
+                            column=str(column))
+        if column in RESERVED_NAMES:
+            raise LoadError(path, f"{column!r} is a name evalbook gives its own columns; rename the column "
+                            "to keep it as metadata", column=column)
+        if frame.attrs.get("csv"):
+            types[column], values = _csv_metadata(frame[column].tolist())
+        else:
+            types[column], values = _typed_metadata(frame, path, column)
+        frame[column] = pd.Series(values, index=frame.index, dtype=object)
+    return types
+
+
+def _described(kept: pd.DataFrame, types: dict[str, str], files: dict[str, str]) -> list[MetadataColumn]:
+    described = []
+    for name, kind in types.items():
+        values = [value for value in kept[name].tolist() if not is_missing(value)]
+        described.append(MetadataColumn(name=name, type=kind, file=files[name], n_distinct=len(set(values)),
+                                        n_missing=len(kept) - len(values)))
+    return described
+
+
+def metadata_of(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each canonical row's metadata, as the object it was written from."""
+    return [json.loads(text) for text in table[METADATA]]
+
+
 # ---------------------------------------------------------------- building the table
 
 def _sample_positions(n_rows: int, limit: int | None, seed: int) -> np.ndarray:
@@ -505,8 +638,9 @@ def _shown(values: list[Any], n: int = 3) -> str:
 
 
 def _read_examples(input_path: str, split: str, hf_filesystem,
-                   skip_incomplete: bool) -> tuple[pd.DataFrame, int, list[int]]:
-    """The complete examples, the number of input rows and the rows skipped as incomplete."""
+                   skip_incomplete: bool) -> tuple[pd.DataFrame, int, list[int], dict[str, str]]:
+    """The complete examples, the number of input rows, the rows skipped as incomplete, and the
+    types of the columns kept as metadata."""
     examples = read_records(input_path, split, hf_filesystem)
     _require_columns(examples, input_path, EXAMPLE_TEXT_COLUMNS)
     for column in EXAMPLE_TEXT_COLUMNS:
@@ -522,17 +656,22 @@ def _read_examples(input_path: str, split: str, hf_filesystem,
                         f"(skip_incomplete_examples is true): nothing is left to score; missing: "
                         f"{summary}", rows=skipped_rows)
     complete = examples[~incomplete].reset_index(drop=True)
+    complete.attrs.update(examples.attrs)
     _validate_optional(complete, input_path)
-    return complete, len(examples), skipped_rows
+    return complete, len(examples), skipped_rows, _keep_metadata(complete, input_path)
 
 
-def _read_predictions(predictions_path: str, split: str, hf_filesystem) -> pd.DataFrame:
+def _read_predictions(predictions_path: str, split: str, hf_filesystem,
+                      ignored: tuple[str, ...] = ()) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The predictions, and the types of the columns kept as metadata (`ignored` columns are
+    neither read nor kept: 00_generate's own bookkeeping)."""
     predictions = read_records(predictions_path, split, hf_filesystem)
+    predictions = predictions.drop(columns=[c for c in ignored if c in predictions.columns and c not in READ_COLUMNS])
     _require_columns(predictions, predictions_path, ["id", "generated_answer"])
     predictions["id"] = _normalise_ids(predictions, predictions_path, generated=False)
     _check_text(predictions, predictions_path, "generated_answer", allow_null=True)
     _validate_optional(predictions, predictions_path)
-    return predictions
+    return predictions, _keep_metadata(predictions, predictions_path)
 
 
 def _fold(identifier: str) -> str:
@@ -572,8 +711,9 @@ def _no_match_error(predictions_path: str, input_path: str, prediction_ids: list
 
 
 def _join(examples: pd.DataFrame, predictions: pd.DataFrame, input_path: str,
-          predictions_path: str) -> tuple[pd.DataFrame, list[str]]:
-    """Examples left-joined with their predictions by id, and the ids of unmatched predictions."""
+          predictions_path: str, metadata: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """Examples left-joined with their predictions by id (with the predictions' `metadata`
+    columns), and the ids of unmatched predictions."""
     if "generated_answer" in examples.columns:
         raise LoadError(input_path, "generated answers are given both here and in the predictions "
                         f"file {predictions_path}; keep one: -p predictions_path=null scores this "
@@ -582,6 +722,10 @@ def _join(examples: pd.DataFrame, predictions: pd.DataFrame, input_path: str,
         if column in predictions.columns and column in examples.columns:
             raise LoadError(input_path, f"{column!r} is given both here and in the predictions "
                             f"file {predictions_path}; keep one", column=column)
+    for column in metadata:
+        if column in examples.columns:
+            raise LoadError(input_path, f"the metadata column {column!r} is also in the predictions file "
+                            f"{predictions_path}; keep one, or rename one", column=column)
     known = set(examples["id"])
     matched = predictions["id"].isin(known)
     if not matched.any():
@@ -591,7 +735,7 @@ def _join(examples: pd.DataFrame, predictions: pd.DataFrame, input_path: str,
         raise LoadError(predictions_path, f"none of the {int(matched.sum())} predictions that matched "
                         "an example has a generated answer: nothing to score",
                         column="generated_answer", rows=predictions.loc[matched, "__row"].tolist())
-    carried = [c for c in ("generated_answer", *PREDICTION_COLUMNS) if c in predictions.columns]
+    carried = [c for c in ("generated_answer", *PREDICTION_COLUMNS, *metadata) if c in predictions.columns]
     joined = examples.merge(predictions[["id", *carried]], on="id", how="left")
     return joined, predictions.loc[~matched, "id"].tolist()
 
@@ -656,25 +800,32 @@ def _near_miss_warning(unmatched: list[str], pairs: list[tuple[str, str]]) -> li
 
 def load_evaluation_set(input_path: str, predictions_path: str | None = None,
                         limit: int | None = None, seed: int = 0, split: str = "test",
-                        hf_filesystem=None, skip_incomplete: bool = False) -> LoadResult:
+                        hf_filesystem=None, skip_incomplete: bool = False,
+                        ignored_prediction_columns: tuple[str, ...] = ()) -> LoadResult:
     """Read, validate and join the inputs into the canonical table (see CANONICAL_SCHEMA).
 
     A missing question, context or answer is an error, unless `skip_incomplete` is set: then
     those examples are left out and counted, and their rows listed (the hub's
     rag-dataset-12000 has such rows). Inputs that leave nothing to score (no rows, no
     prediction that matches an example, no generated answer) are a LoadError naming the cause.
+    Every other column of either file is kept as metadata (MetadataColumn): typed, checked, and
+    carried in the table's `metadata` column.
     """
-    examples, n_input_rows, skipped_rows = _read_examples(input_path, split, hf_filesystem,
-                                                          skip_incomplete)
+    examples, n_input_rows, skipped_rows, types = _read_examples(input_path, split, hf_filesystem,
+                                                                 skip_incomplete)
+    files = dict.fromkeys(types, "input_path")
     n_predictions, unmatched = None, []
     if predictions_path is None:
         joined = _answers_in_input(examples, input_path)
     else:
-        predictions = _read_predictions(predictions_path, split, hf_filesystem)
+        predictions, prediction_types = _read_predictions(predictions_path, split, hf_filesystem,
+                                                          ignored_prediction_columns)
         n_predictions = len(predictions)
-        joined, unmatched = _join(examples, predictions, input_path, predictions_path)
+        joined, unmatched = _join(examples, predictions, input_path, predictions_path, list(prediction_types))
+        types.update(prediction_types)
+        files.update(dict.fromkeys(prediction_types, "predictions_path"))
     kept = _sample(joined, input_path, limit, seed)
-    table = _canonical(kept)
+    table = _canonical(kept, list(types))
     generators = sorted({str(g) for g in _column_or_null(kept, GENERATOR) if g is not None})
     without = table.loc[~table["has_prediction"], "id"].tolist()
     near_misses = _near_misses(unmatched, examples["id"].tolist())
@@ -700,14 +851,15 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
                       warnings=_near_miss_warning(unmatched, near_misses)
                       + _retrieval_warnings(table, input_path), generators=generators,
                       inputs_sha256={"input_path": input_sha256(input_path),
-                                     "predictions_path": input_sha256(predictions_path)})
+                                     "predictions_path": input_sha256(predictions_path)},
+                      metadata=_described(kept, types, files))
 
 
 def sampled_examples(input_path: str, limit: int | None = None, seed: int = 0, split: str = "test",
                      hf_filesystem=None, skip_incomplete: bool = False) -> pd.DataFrame:
     """The examples that load_evaluation_set keeps with the same arguments, before any answer
     is joined: what 00_generate asks the system under test about."""
-    examples, _, _ = _read_examples(input_path, split, hf_filesystem, skip_incomplete)
+    examples, _, _, _ = _read_examples(input_path, split, hf_filesystem, skip_incomplete)
     if "generated_answer" in examples.columns:
         raise LoadError(input_path, "this file holds generated answers, and generate.enabled asks the system "
                         "under test for new ones; keep one: -p generate.enabled=false scores these",
@@ -729,7 +881,14 @@ def _column_or_null(frame: pd.DataFrame, column: str) -> list[Any]:
     return values
 
 
-def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
+def _metadata_json(frame: pd.DataFrame, names: list[str]) -> list[str]:
+    """Each row's metadata as a JSON object, its keys in `names` order; a missing value is null."""
+    columns = [[None if is_missing(value) else value for value in frame[name].tolist()] for name in names]
+    return [json.dumps(dict(zip(names, values)), ensure_ascii=False, allow_nan=False)
+            for values in zip(*columns)] if names else ["{}"] * len(frame)
+
+
+def _canonical(frame: pd.DataFrame, metadata: list[str]) -> pd.DataFrame:
     generated = _column_or_null(frame, "generated_answer")
     references = frame["answer"].tolist()
     columns = {
@@ -747,6 +906,7 @@ def _canonical(frame: pd.DataFrame) -> pd.DataFrame:
         "retrieved_contexts": _column_or_null(frame, "retrieved_contexts"),
         "source": _column_or_null(frame, "source"),
         CONVERSATION: _column_or_null(frame, CONVERSATION),
+        METADATA: _metadata_json(frame, metadata),
     }
     arrow = pa.Table.from_pydict(columns, schema=CANONICAL_SCHEMA)
     return arrow.to_pandas()

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from evalbook.errors import EvalbookError
 from evalbook import load as load_module
 from evalbook.files import write_atomically
+from evalbook.generate.stage import TABLE_SCHEMA as GENERATED_TABLE_SCHEMA
 from evalbook.generate.stage import check_something_generated, generate_answers
 from evalbook.judge.estimate import describe
 from evalbook.judge.stage import (judge_table, local_embedder, not_run, openai_embedder, server_reachable,
@@ -205,7 +206,8 @@ def run_load(ctx: StageContext) -> load_module.LoadResult:
     result = load_module.load_evaluation_set(
         profile.path("input_path"), predictions_source(ctx),
         limit=profile["limit"], seed=profile["seed"], split=profile["dataset"]["split"],
-        skip_incomplete=profile["skip_incomplete_examples"])
+        skip_incomplete=profile["skip_incomplete_examples"],
+        ignored_prediction_columns=tuple(GENERATED_TABLE_SCHEMA.names) if profile["generate"]["enabled"] else ())
     ctx.write_table(CANONICAL, load_module.canonical_arrow(result.table))
     ctx.write_json(LOAD_SUMMARY, {
         "counts": result.counts,
@@ -216,6 +218,7 @@ def run_load(ctx: StageContext) -> load_module.LoadResult:
         "sources": result.sources,
         "generators": result.generators,
         "inputs_sha256": result.inputs_sha256,
+        "metadata": [column.as_dict() for column in result.metadata],
     })
     return result
 
@@ -251,17 +254,22 @@ def run_score(ctx: StageContext) -> pd.DataFrame:
         from evalbook.score.engines import score_on_ray
 
         scored, provenance = score_on_ray(canonical, ctx.profile, ctx.run_id)
-        return write_scores(ctx, scored, provenance)
+        return write_scores(ctx, scored, provenance, canonical)
     from evalbook.score.scoring import AnswerScorer, score_answers  # torch: only a stage that scores
 
     scorer = AnswerScorer.from_profile(ctx.profile, resolve_profile_models(ctx.profile))
     scored = score_answers(canonical, scorer, ctx.profile["retrieval"]["k"],
                            text_progress=not ctx.interactive)
-    return write_scores(ctx, scored, scorer.provenance.as_dict())
+    return write_scores(ctx, scored, scorer.provenance.as_dict(), canonical)
 
 
-def write_scores(ctx: StageContext, scored: pd.DataFrame, provenance: dict[str, Any]) -> pd.DataFrame:
-    """02_score's outputs, whichever engine scored: `scored.parquet` and `scoring.json`."""
+def write_scores(ctx: StageContext, scored: pd.DataFrame, provenance: dict[str, Any],
+                 canonical: pd.DataFrame) -> pd.DataFrame:
+    """02_score's outputs, whichever engine scored: `scored.parquet`, which also carries each
+    example's metadata, and `scoring.json`."""
+    if scored["id"].tolist() != canonical["id"].tolist():
+        raise StageError("the scores' ids do not match the canonical table's, row for row")
+    scored = scored.assign(**{load_module.METADATA: canonical[load_module.METADATA].to_numpy()})
     ctx.write_table(SCORED, pa.Table.from_pandas(scored, preserve_index=False))
     ctx.write_json(SCORING_SUMMARY, provenance)
     return scored

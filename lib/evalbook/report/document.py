@@ -18,7 +18,7 @@ from evalbook.metrics import METRICS, SCORE_FLAGS, names
 from evalbook.stats import BOOTSTRAP, PERCENTILE_METHOD, mean_interval, rate, summarize
 from evalbook.validation import ReportError, validate_report
 
-SCHEMA_VERSION = "1.7"
+SCHEMA_VERSION = "1.8"
 INTERVAL_METHOD = (
     "percentile bootstrap of the mean over the examples with a value: numpy.random.default_rng(seed) "
     "draws `resamples` resamples of n indices with replacement; the interval is the (1 - confidence) / 2 "
@@ -47,7 +47,8 @@ def _flags(canonical_row: pd.Series, scored_row: pd.Series) -> list[str]:
 
 
 def example_records(canonical: pd.DataFrame, scored: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per-example records in the ADR 014 shape, plus `source` and `flags`."""
+    """Per-example records in the ADR 014 shape, plus `source`, `metadata` (the input columns
+    evalbook does not read, evalbook.load) and `flags`."""
     if canonical["id"].tolist() != scored["id"].tolist():
         raise ReportError("the scored table's ids do not match the canonical table's, row for row")
     records = []
@@ -63,6 +64,7 @@ def example_records(canonical: pd.DataFrame, scored: pd.DataFrame) -> list[dict[
             "reference_answer": example["reference_answer"],
             "generated_answer": _text(example["generated_answer"]),
             "source": _text(example["source"]),
+            "metadata": json.loads(example["metadata"]),
             "retrieval": retrieval,
             "answer_similarity": {
                 "bertscore": {"precision": _number(score["bertscore_precision"]),
