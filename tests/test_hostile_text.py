@@ -56,6 +56,8 @@ def example(key: str, question: str | None = None) -> dict:
         "retrieved_contexts": [f"retrieved {key} {HOSTILE}", f"other {HOSTILE}"],
         "conversation": [{"role": "user", "content": f"turn {key} {HOSTILE}"},
                          {"role": "assistant", "content": answer}],
+        # a column evalbook does not read, kept as metadata: its name and values reach the pages
+        f"topic {HOSTILE}": f"topic {key} {HOSTILE}",
     }
 
 
@@ -131,6 +133,7 @@ def pages_written(outputs: Outputs) -> dict[Path, list[str]]:
         # pandas cuts long cells in its own tables; these pages must still show the ids' start
         for page in ("01_load.html", "02_score.html"):
             expected[run.run_dir / page] = [hostile.SCRIPT]
+        expected[run.run_dir / "01_load.html"].append("topic " + hostile.SCRIPT)  # the metadata column's name
     for page in (outputs.comparison.html, outputs.comparison.html_noinput):
         expected[Path(page)] = [f"only-baseline {SHOWN}", f"only-candidate {SHOWN}", f"1 {SHOWN}",
                                 f"dataset {SHOWN}"]
@@ -143,6 +146,8 @@ def test_the_hostile_text_reaches_the_reports_unaltered(outputs):
         report = json.loads(run.report_path.read_text("utf-8"))
         assert [e["id"] for e in report["examples"]] == [row["id"] for row in rows]
         assert report["dataset"]["name"] == f"dataset {HOSTILE}"
+        assert [e["metadata"] for e in report["examples"]] == [{f"topic {HOSTILE}": row[f"topic {HOSTILE}"]}
+                                                               for row in rows]
         judged = {e["id"]: e["judge"] for e in report["examples"]}
         statement = judged[BASELINE[0]["id"]]["groundedness"]["statements"][0]
         assert statement == {"statement": f"judge {HOSTILE}", "verdict": 1,
