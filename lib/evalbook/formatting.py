@@ -45,13 +45,6 @@ def interval(low: Any, high: Any, decimals: int = DECIMALS) -> str:
     return f"[{low:.{decimals}f}, {high:.{decimals}f}]"
 
 
-def interval_of(estimate: dict[str, Any] | None, low: str = "low", high: str = "high") -> str:
-    """interval() of a report's interval object (its `low` and `high` keys by default)."""
-    if not estimate:
-        return MISSING
-    return interval(estimate.get(low), estimate.get(high))
-
-
 def p_value(value: Any) -> str:
     """A p-value to 3 decimals; one that would read 0.000 reads `< 0.001`, since it is not 0."""
     if is_missing(value):

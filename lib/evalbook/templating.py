@@ -56,14 +56,14 @@ def _markdown(eval_ctx: Any, value: Any) -> Markup:
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """The environment (built once): autoescape for .html, StrictUndefined, the finalize hook and
-    the formatting filters: number, signed, interval, interval_of, p_value, count, percent, as_written,
+    the formatting filters: number, signed, interval, p_value, count, percent, as_written,
     shown, md."""
     env = Environment(loader=PackageLoader("evalbook", "templates"),
                       autoescape=select_autoescape(enabled_extensions=("html",), disabled_extensions=("md", "css"),
                                                    default_for_string=True, default=True),
                       undefined=StrictUndefined, finalize=_finalize, trim_blocks=True, lstrip_blocks=True,
                       keep_trailing_newline=True)
-    for name in ("number", "signed", "interval", "interval_of", "p_value", "count", "percent", "as_written"):
+    for name in ("number", "signed", "interval", "p_value", "count", "percent", "as_written"):
         env.filters[name] = _trusted(getattr(formatting, name))
     env.filters["shown"] = shown_text
     env.filters["md"] = _markdown
@@ -74,8 +74,3 @@ def environment() -> Environment:
 def render(template: str, **context: Any) -> str:
     """`template` (a name under evalbook/templates) rendered with `context`."""
     return environment().get_template(template).render(**context)
-
-
-def render_markup(template: str, **context: Any) -> Markup:
-    """render() of an HTML fragment that another template embeds as it is (already escaped)."""
-    return Markup(render(template, **context))
