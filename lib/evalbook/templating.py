@@ -3,8 +3,8 @@
 - Templates live in `evalbook/templates/`: `*.html` for pages and fragments, `*.md` for the
   Markdown summaries, and `evalbook.css`, the one style sheet, which pages include.
 - HTML templates autoescape. Markdown templates do not; instead every value they print goes
-  through escape_markdown, unless a filter marked it safe (the number filters below, whose output
-  is digits and signs, and `markup` for text built by another template).
+  through escape_markdown, unless it is already Markup (the number filters below, whose output is
+  digits and signs, or text the code quoted itself, such as a link's path).
 - Every value printed into HTML goes through escaping.escape_html (control characters made
   visible, then escaped) in the `finalize` hook, so that no template can forget it and every
   page escapes as the notebooks' tables do.
@@ -23,7 +23,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, pass_eval_contex
 from markupsafe import Markup, escape
 
 from evalbook import formatting
-from evalbook.escaping import escape_html, escape_markdown, shown_text
+from evalbook.escaping import escape_html, escape_markdown
 
 
 @pass_eval_context
@@ -47,17 +47,10 @@ def _trusted(function):
     return filter_
 
 
-@pass_eval_context
-def _markdown(eval_ctx: Any, value: Any) -> Markup:
-    """Text as one line of Markdown (escape_markdown), for a Markdown template's explicit use."""
-    return Markup(escape_markdown(value))
-
-
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """The environment (built once): autoescape for .html, StrictUndefined, the finalize hook and
-    the formatting filters: number, signed, interval, p_value, count, percent, as_written,
-    shown, md."""
+    the formatting filters: number, signed, interval, p_value, count, percent, as_written."""
     env = Environment(loader=PackageLoader("evalbook", "templates"),
                       autoescape=select_autoescape(enabled_extensions=("html",), disabled_extensions=("md", "css"),
                                                    default_for_string=True, default=True),
@@ -65,8 +58,6 @@ def environment() -> Environment:
                       keep_trailing_newline=True)
     for name in ("number", "signed", "interval", "p_value", "count", "percent", "as_written"):
         env.filters[name] = _trusted(getattr(formatting, name))
-    env.filters["shown"] = shown_text
-    env.filters["md"] = _markdown
     env.globals["MISSING"] = formatting.MISSING
     return env
 
