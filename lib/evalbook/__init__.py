@@ -34,6 +34,8 @@ folder is spelled in `layout` alone. From the top:
     schema                the metric ranges of report-v1.json, from the registry
     reader                reads a report (local or S3): a typed view
     headline              the first screen: means with intervals, pins, counts
+    slices                where it fails: each slice level's metric against the rest, with
+                          intervals, permutation p-values and Benjamini-Hochberg flags
     figures, tables       what 04 shows
 - compare/              05_compare: gates, settings, the document (and    comparisons/
                         the earlier comparable run), tables and figure

@@ -1,0 +1,379 @@
+"""Where a run fails: each slice level's metric against the rest of the run, with intervals and
+false-discovery-controlled flags (issue 26).
+
+A slice cuts the examples into levels: the values of a metadata column (`categorical_levels`),
+or a numeric column's quantile bins with their edges (`quantile_levels`). For one metric and one
+slice, `slice_statistics` gives each level:
+
+- n and the mean over the level's examples with a value, and its percentile bootstrap interval;
+- the difference between the level's mean and the rest of the run's, with its interval;
+- a two-sided permutation p-value for that difference.
+
+Both come from one pass per slice and metric, which keeps a 12,000-example run cheap:
+
+- The bootstrap is stratified by level: each resample redraws every level's values from its own
+  values, with replacement, so a level's resampled mean and the rest's (the other levels' resampled
+  sums over their size) come from the same draws. Levels keep their sizes, as the interval is
+  about the means given how the run is cut.
+- A permutation shuffles the level labels over the values once and gives every level's sum at
+  once. Under the null that the label does not matter, a level's difference from the rest is
+  a function of its sum; the p-value is (1 + the permutations at least as far from 0 as the
+  observed difference) / (1 + permutations), the add-one estimate that is never 0.
+
+`flag_levels` adjusts every p-value of a run together with Benjamini-Hochberg
+(scipy.stats.false_discovery_control) and flags a level "worse" or "better" only when its
+adjusted q is under the threshold and n is at least `min_n`. A level with fewer examples is
+"too few to tell": it is not tested, so it neither enters the adjustment nor is ever flagged.
+
+Why by hand: scipy.stats.permutation_test and scipy.stats.bootstrap test one pair of samples at a
+time; a slice with k levels would take k passes, each resampling the whole run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+from scipy.stats import false_discovery_control
+
+from evalbook.formatting import is_missing
+from evalbook.stats import BOOTSTRAP, PERCENTILE_METHOD, Bootstrap
+
+MISSING_LEVEL = "(missing)"
+MAX_LEVELS = 30  # a column with more distinct values is not sliced by value: bin it first
+WORSE, BETTER, NO_CLEAR_DIFFERENCE, TOO_FEW = "worse", "better", "no clear difference", "too few to tell"
+BATCH = 256  # permutations or resamples drawn at once
+
+
+@dataclass(frozen=True)
+class SliceSettings:
+    """How slices are tested: a level with fewer than `min_n` examples is not; one is flagged
+    when its adjusted q is under `q_threshold`; `permutations` is each test's first pass
+    (slice_run draws more where the adjustment needs them); the bootstrap gives the intervals."""
+
+    min_n: int = 10
+    q_threshold: float = 0.05
+    permutations: int = 1000
+    bootstrap: Bootstrap = BOOTSTRAP
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """One level of one slice for one metric; `p_value` is None when it was not tested (n below
+    min_n, or no rest to compare with). `q_value` and `verdict` are set by flag_levels."""
+
+    slice: str
+    level: str
+    metric: str
+    n: int
+    mean: float | None
+    low: float | None
+    high: float | None
+    rest_n: int
+    rest_mean: float | None
+    difference: float | None
+    difference_low: float | None
+    difference_high: float | None
+    p_value: float | None
+    q_value: float | None = None
+    verdict: str | None = None
+    # the levels of this slice left out of "the rest" when a level is tested again (slice_run)
+    set_aside: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+# ---------------------------------------------------------------- levels
+
+
+def categorical_levels(values: Sequence[Any]) -> np.ndarray:
+    """Each value as its level's label (text as written, true/false, a number as written); a
+    missing value is the level MISSING_LEVEL."""
+    labels = []
+    for value in values:
+        if is_missing(value):
+            labels.append(MISSING_LEVEL)
+        elif isinstance(value, (bool, np.bool_)):
+            labels.append("true" if value else "false")
+        else:
+            labels.append(str(value))
+    return np.asarray(labels, dtype=object)
+
+
+def quantile_levels(values: Sequence[Any], quantiles: int, unit: str = "") -> np.ndarray:
+    """Each number's quantile bin (quartiles for 4, tertiles for 3) as a label showing its edges:
+    the first bin `[3, 10.5]` holds both edges, each later one `(10.5, 40]` its upper edge only.
+    The edges are numpy's quantiles of the present values (linear interpolation); bins whose
+    edges coincide merge, so a column with one value has one bin. A missing value is
+    MISSING_LEVEL."""
+    numbers = np.asarray([np.nan if is_missing(value) else float(value) for value in values], dtype=float)
+    labels = np.full(len(numbers), MISSING_LEVEL, dtype=object)
+    present = ~np.isnan(numbers)
+    if not present.any():
+        return labels
+    edges = np.unique(np.quantile(numbers[present], np.linspace(0, 1, quantiles + 1), method=PERCENTILE_METHOD))
+    suffix = f" {unit}" if unit else ""
+    if edges.size == 1:
+        labels[present] = f"[{_edge(edges[0])}, {_edge(edges[0])}]{suffix}"
+        return labels
+    names = [f"{'[' if i == 0 else '('}{_edge(edges[i])}, {_edge(edges[i + 1])}]{suffix}" for i in range(edges.size - 1)]
+    bins = np.clip(np.searchsorted(edges, numbers[present], side="left") - 1, 0, edges.size - 2)
+    labels[present] = [names[b] for b in bins]
+    return labels
+
+
+def _edge(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.4g}"
+
+
+# ---------------------------------------------------------------- one slice, one metric
+
+
+_BIN = re.compile(r"[\[(](-?[\d.e+-]+|-?inf), ")
+
+
+def _level_order(name: str) -> tuple[bool, float, str]:
+    """Levels by name, quantile bins by their lower edge, MISSING_LEVEL last."""
+    match = _BIN.match(name)
+    return name == MISSING_LEVEL, float(match.group(1)) if match else math.inf, name
+
+
+def _level_codes(levels: np.ndarray) -> tuple[list[str], np.ndarray]:
+    names = sorted(set(levels), key=_level_order)
+    index = {name: code for code, name in enumerate(names)}
+    return names, np.fromiter((index[name] for name in levels), dtype=np.int64, count=len(levels))
+
+
+def _stratified_sums(values: np.ndarray, codes: np.ndarray, k: int, resamples: int,
+                     rng: np.random.Generator) -> np.ndarray:
+    """(resamples, k): each level's sum in each stratified bootstrap resample."""
+    sums = np.zeros((resamples, k))
+    for code in range(k):
+        own = values[codes == code]
+        if own.size == 0:
+            continue
+        for start in range(0, resamples, BATCH):
+            stop = min(start + BATCH, resamples)
+            sums[start:stop, code] = own[rng.integers(0, own.size, size=(stop - start, own.size))].sum(axis=1)
+    return sums
+
+
+def _differences(level_sums: np.ndarray, sizes: np.ndarray, total_sums: np.ndarray, n: int) -> np.ndarray:
+    """Each level's mean minus the rest's, from level sums (rows) and their totals."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return level_sums / sizes - (total_sums[:, None] - level_sums) / (n - sizes)
+
+
+@dataclass(frozen=True)
+class _Test:
+    """One slice and one metric over the examples with a value: what the tests need."""
+
+    slice: str
+    metric: str
+    numbers: np.ndarray  # the metric's values
+    codes: np.ndarray  # each value's level, as an index into names
+    names: list[str]
+    sizes: np.ndarray
+    sums: np.ndarray
+    observed: np.ndarray  # each level's mean minus the rest's
+    tested: np.ndarray  # levels with at least min_n examples and a rest
+
+    @property
+    def n(self) -> int:
+        return int(self.numbers.size)
+
+
+def _prepare(values: Sequence[Any], levels: Sequence[str], slice_name: str, metric: str,
+             settings: SliceSettings) -> _Test:
+    numbers = np.asarray([np.nan if is_missing(v) else float(v) for v in values], dtype=np.float64)
+    labels = np.asarray(levels, dtype=object)
+    if numbers.shape != labels.shape:
+        raise ValueError(f"{len(numbers)} values but {len(labels)} levels")
+    present = ~np.isnan(numbers)
+    numbers, labels = numbers[present], labels[present]
+    names, codes = _level_codes(labels)
+    k, n = len(names), numbers.size
+    sizes = np.bincount(codes, minlength=k).astype(np.float64)
+    sums = np.bincount(codes, weights=numbers, minlength=k)
+    observed = _differences(sums[None, :], sizes, np.asarray([numbers.sum()]), n)[0] if k else np.zeros(0)
+    return _Test(slice_name, metric, numbers, codes, names, sizes, sums, observed,
+                 (sizes >= settings.min_n) & (sizes < n))
+
+
+def _extreme_counts(tests: Sequence[_Test], count: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """For each test, how many of `count` permutations give each level a difference at least as
+    far from 0 as the observed one. Tests of the same number of values share each permutation
+    (a uniformly random order of positions is one for any labels of that length), so the random
+    draws are made once per size, not once per slice and metric."""
+    counts = [np.zeros(test.sizes.size, dtype=np.int64) for test in tests]
+    by_size: dict[int, list[int]] = {}
+    for i, test in enumerate(tests):
+        if test.tested.any():
+            by_size.setdefault(test.n, []).append(i)
+    for n, members in by_size.items():
+        for start in range(0, count, BATCH):
+            batch = min(BATCH, count - start)
+            order = rng.permuted(np.broadcast_to(np.arange(n), (batch, n)), axis=1)
+            offsets = np.arange(batch)[:, None]
+            for i in members:
+                test, k = tests[i], tests[i].sizes.size
+                flat = (test.codes[order] + k * offsets).ravel()
+                sums = np.bincount(flat, weights=np.tile(test.numbers, batch), minlength=batch * k).reshape(batch, k)
+                null = _differences(sums, test.sizes, np.full(batch, test.numbers.sum()), n)
+                # as far from 0 as the observed difference, up to float error in the sums
+                tolerance = 1e-12 * max(1.0, float(np.abs(test.numbers).max()))
+                counts[i] += (np.abs(null) >= np.abs(test.observed)[None, :] - tolerance).sum(axis=0)
+    return counts
+
+
+def _p_values(test: _Test, extreme: np.ndarray, count: int) -> np.ndarray:
+    return np.where(test.tested, (1 + extreme) / (1 + count), np.nan)
+
+
+def _level_results(test: _Test, p_values: np.ndarray, settings: SliceSettings,
+                   rng: np.random.Generator) -> list[LevelResult]:
+    """The test's levels with their means, the stratified bootstrap intervals and `p_values`."""
+    k, n = test.sizes.size, test.n
+    boot = settings.bootstrap
+    resampled = _stratified_sums(test.numbers, test.codes, k, boot.resamples, rng)
+    means = resampled / test.sizes
+    differences = _differences(resampled, test.sizes, resampled.sum(axis=1), n)
+    alpha = 1.0 - boot.confidence
+    bounds = [alpha / 2, 1 - alpha / 2]
+    total = test.numbers.sum()
+    results = []
+    for code, name in enumerate(test.names):
+        low, high = np.quantile(means[:, code], bounds, method=PERCENTILE_METHOD)
+        has_rest = test.sizes[code] < n
+        d_low, d_high = (np.quantile(differences[:, code], bounds, method=PERCENTILE_METHOD)
+                         if has_rest else (None, None))
+        results.append(LevelResult(
+            slice=test.slice, level=name, metric=test.metric, n=int(test.sizes[code]),
+            mean=float(test.sums[code] / test.sizes[code]), low=float(low), high=float(high),
+            rest_n=int(n - test.sizes[code]),
+            rest_mean=float((total - test.sums[code]) / (n - test.sizes[code])) if has_rest else None,
+            difference=float(test.observed[code]) if has_rest else None,
+            difference_low=None if d_low is None else float(d_low),
+            difference_high=None if d_high is None else float(d_high),
+            p_value=None if math.isnan(p_values[code]) else float(p_values[code])))
+    return results
+
+
+def slice_statistics(values: Sequence[Any], levels: Sequence[str], *, slice_name: str, metric: str,
+                     settings: SliceSettings = SliceSettings(), permutations: int | None = None,
+                     seed: int | None = None) -> list[LevelResult]:
+    """Each level of one slice for one metric (see the module docstring), levels by name (quantile
+    bins by their lower edge) with MISSING_LEVEL last. Examples without a value of the metric are
+    left out. `permutations` overrides settings.permutations; `seed` overrides the bootstrap's
+    seed (the bootstrap and the permutations each get their own stream of it)."""
+    test = _prepare(values, levels, slice_name, metric, settings)
+    seed = settings.bootstrap.seed if seed is None else seed
+    count = settings.permutations if permutations is None else permutations
+    (extreme,) = _extreme_counts([test], count, np.random.default_rng([seed, 1]))
+    return _level_results(test, _p_values(test, extreme, count), settings, np.random.default_rng([seed, 0]))
+
+
+def refined_permutations(n_tests: int, settings: SliceSettings = SliceSettings()) -> int:
+    """The permutations of a test that the first pass found within reach of significance (see
+    slice_run): ten times the first pass's, and at least enough that the smallest p-value they
+    can give, 1 / (1 + R), is half the first Benjamini-Hochberg threshold of `n_tests` tests."""
+    return max(10 * settings.permutations, math.ceil(2 * n_tests / settings.q_threshold))
+
+
+def _reach(first_p: np.ndarray, n_tests: int, first: int, settings: SliceSettings) -> float:
+    """The largest first-pass p-value that a second pass could bring under the Benjamini-Hochberg
+    threshold: that threshold is at most q * c / m when c levels have p under q (the only ones
+    that can be flagged, since q >= p), plus three standard errors of a p estimated from
+    `first` permutations, so that Monte Carlo error does not decide."""
+    if n_tests == 0:
+        return -1.0
+    candidates = int((first_p < settings.q_threshold).sum())
+    threshold = settings.q_threshold * max(candidates, 1) / n_tests
+    return threshold + 3 * math.sqrt(max(threshold, 1 / (1 + first)) / first)
+
+
+# ---------------------------------------------------------------- the run's flags
+
+
+def flag_levels(results: Sequence[LevelResult], higher_is_better: dict[str, bool],
+                settings: SliceSettings = SliceSettings()) -> list[LevelResult]:
+    """`results` with q-values (Benjamini-Hochberg over every tested level of the run) and
+    verdicts: "worse" or "better" (by the metric's direction) when q < q_threshold, "no clear
+    difference" otherwise, and "too few to tell" for a level that was not tested."""
+    tested = [i for i, result in enumerate(results) if result.p_value is not None]
+    q_values = (false_discovery_control([results[i].p_value for i in tested], method="bh")
+                if tested else [])
+    q_of = dict(zip(tested, (float(q) for q in q_values)))
+    flagged = []
+    for i, result in enumerate(results):
+        if i not in q_of:
+            flagged.append(replace(result, verdict=TOO_FEW))
+            continue
+        q = q_of[i]
+        verdict = NO_CLEAR_DIFFERENCE
+        if q < settings.q_threshold and result.difference:
+            up = result.difference > 0
+            verdict = BETTER if up == higher_is_better.get(result.metric, True) else WORSE
+        flagged.append(replace(result, q_value=q, verdict=verdict))
+    return flagged
+
+
+def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]], higher_is_better: dict[str, bool],
+              settings: SliceSettings = SliceSettings()) -> list[LevelResult]:
+    """Every level of every slice for every metric of a run, flagged (flag_levels).
+
+    Permutations come in two passes. The first draws settings.permutations for every test. Only
+    a test with a level whose p could still pass the adjustment (`_reach`) is drawn again,
+    freshly and with refined_permutations, and its p-values replace the first pass's. Each p is a
+    permutation test's; the second pass only buys resolution where the adjustment needs it.
+
+    Then one correction for what comparing a level with the rest does to the other levels. When
+    one level is much worse, every other level is better than a rest that holds it, and with
+    many examples that difference is real enough to be flagged; the flag would send a reader to
+    a slice that is only ordinary. So where a slice has levels flagged in both directions, the
+    direction of the level furthest from the rest is taken as the real one: each level flagged
+    the other way is tested again against the rest without those levels (their names in
+    `set_aside`), and the adjustment is made again over every test of the run. One pass: a level
+    the second test no longer separates from the rest is "no clear difference"; a level that is
+    better (or worse) than the ordinary ones stays flagged."""
+    seed = settings.bootstrap.seed
+    tests = [_prepare(metrics[metric], slices[name], name, metric, settings) for metric in metrics for name in slices]
+    first = settings.permutations
+    extreme = _extreme_counts(tests, first, np.random.default_rng([seed, 1]))
+    p_values = [_p_values(test, counts, first) for test, counts in zip(tests, extreme)]
+    n_tests = int(sum(test.tested.sum() for test in tests))
+    reach = _reach(np.concatenate([p[~np.isnan(p)] for p in p_values] or [np.zeros(0)]), n_tests, first, settings)
+    near = [i for i, p in enumerate(p_values) if np.nanmin(p, initial=np.inf) <= reach]
+    refined = refined_permutations(n_tests, settings)
+    again = _extreme_counts([tests[i] for i in near], refined, np.random.default_rng([seed, 2]))
+    for i, counts in zip(near, again):
+        p_values[i] = _p_values(tests[i], counts, refined)
+    results = [result for i, (test, p) in enumerate(zip(tests, p_values))
+               for result in _level_results(test, p, settings, np.random.default_rng([seed, 0, i]))]
+    flagged = flag_levels(results, higher_is_better, settings)
+    retested = list(flagged)
+    changed = False
+    for test in tests:
+        group = [(i, r) for i, r in enumerate(flagged) if r.metric == test.metric and r.slice == test.slice]
+        directions = {r.verdict for _, r in group} & {WORSE, BETTER}
+        if len(directions) < 2:
+            continue
+        furthest = max((r for _, r in group if r.verdict in (WORSE, BETTER)), key=lambda r: abs(r.difference))
+        aside = {r.level for _, r in group if r.verdict == furthest.verdict}
+        kept = [level not in aside for level in slices[test.slice]]
+        values = [value for value, keep in zip(metrics[test.metric], kept) if keep]
+        levels = [level for level, keep in zip(slices[test.slice], kept) if keep]
+        again_results = {r.level: r for r in slice_statistics(values, levels, slice_name=test.slice,
+                                                              metric=test.metric, settings=settings,
+                                                              permutations=refined, seed=seed + 1)}
+        for i, result in group:
+            if result.verdict in (WORSE, BETTER) and result.level not in aside:
+                retested[i] = replace(again_results[result.level], set_aside=tuple(sorted(aside, key=_level_order)))
+                changed = True
+    if not changed:
+        return flagged
+    return flag_levels([replace(r, q_value=None, verdict=None) for r in retested], higher_is_better, settings)

@@ -1,0 +1,157 @@
+"""The slice statistics of evalbook.report.slices against the reference libraries and known answers
+(issue 26, item 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import false_discovery_control, permutation_test
+
+from evalbook.report.slices import (BETTER, MISSING_LEVEL, NO_CLEAR_DIFFERENCE, TOO_FEW, WORSE, SliceSettings,
+                                    categorical_levels, flag_levels, quantile_levels, slice_run, slice_statistics)
+from evalbook.stats import Bootstrap
+
+FAST = SliceSettings(bootstrap=Bootstrap(resamples=200, seed=0, confidence=0.95), permutations=999)
+
+
+def frame(seed: int = 0, n: int = 300) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"topic": rng.choice(["refund", "card", "fee", "app", "login", "limits"], size=n),
+                         "score": rng.normal(0.7, 0.1, size=n)})
+
+
+def test_level_means_and_sizes_equal_pandas_groupby():
+    data = frame()
+    data.loc[::7, "score"] = np.nan  # a missing value leaves its example out of that metric
+    results = slice_statistics(data["score"], categorical_levels(data["topic"]), slice_name="topic",
+                               metric="score", settings=FAST)
+    grouped = data.dropna(subset=["score"]).groupby("topic")["score"]
+    for result in results:
+        assert result.n == grouped.size()[result.level]
+        assert result.mean == pytest.approx(grouped.mean()[result.level], abs=1e-12)
+        rest = data.loc[(data["topic"] != result.level) & data["score"].notna(), "score"]
+        assert result.rest_mean == pytest.approx(rest.mean(), abs=1e-12)
+        assert result.difference == pytest.approx(grouped.mean()[result.level] - rest.mean(), abs=1e-12)
+        assert result.low <= result.mean <= result.high
+        assert result.difference_low <= result.difference <= result.difference_high
+
+
+def test_the_adjustment_is_scipys_benjamini_hochberg():
+    data = frame(seed=4)
+    results = slice_statistics(data["score"], categorical_levels(data["topic"]), slice_name="topic",
+                               metric="score", settings=FAST)
+    flagged = flag_levels(results, {"score": True}, FAST)
+    expected = false_discovery_control([r.p_value for r in results], method="bh")
+    assert [r.q_value for r in flagged] == pytest.approx(list(expected), abs=1e-15)
+
+
+def test_the_permutation_p_value_of_a_known_case():
+    """1, 2, 3 against 4, 5, 6: of the 20 ways to split six values into two threes, 2 are as far
+    apart (the observed split and its mirror), so the exact two-sided p is 0.1, which scipy's
+    exact permutation test also gives."""
+    values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    levels = ["a", "a", "a", "b", "b", "b"]
+    exact = permutation_test(([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]), lambda x, y: np.mean(x) - np.mean(y),
+                             permutation_type="independent", alternative="two-sided").pvalue
+    assert exact == pytest.approx(0.1)
+    settings = SliceSettings(min_n=3, permutations=40_000, bootstrap=FAST.bootstrap)
+    results = slice_statistics(values, levels, slice_name="s", metric="m", settings=settings)
+    assert [r.p_value for r in results] == pytest.approx([0.1, 0.1], abs=0.005)
+
+
+def test_equal_values_give_p_one_and_separated_groups_the_smallest_p():
+    settings = SliceSettings(min_n=10, permutations=999, bootstrap=FAST.bootstrap)
+    same = slice_statistics([0.5] * 40, ["a"] * 20 + ["b"] * 20, slice_name="s", metric="m", settings=settings)
+    assert [r.p_value for r in same] == [1.0, 1.0]
+    apart = slice_statistics([0.0] * 20 + [1.0] * 20, ["a"] * 20 + ["b"] * 20, slice_name="s", metric="m",
+                             settings=settings)
+    assert [r.p_value for r in apart] == [1 / 1000, 1 / 1000]
+
+
+def test_the_statistics_are_seeded():
+    data = frame(seed=2)
+    first, second = (slice_statistics(data["score"], categorical_levels(data["topic"]), slice_name="t",
+                                       metric="score", settings=FAST) for _ in range(2))
+    assert first == second
+    other = slice_statistics(data["score"], categorical_levels(data["topic"]), slice_name="t", metric="score",
+                             settings=FAST, seed=1)
+    assert [r.p_value for r in other] != [r.p_value for r in first]
+
+
+def test_a_planted_effect_is_flagged_and_nothing_else():
+    """One topic's answers truncated: its scores drop by 0.15. That level is flagged worse; no
+    other level of the topic (each is better than a rest that holds the truncated one, and
+    flag_levels alone calls them better) or of a column with no effect is flagged."""
+    data = frame(seed=7, n=600)
+    data["noise"] = np.random.default_rng(11).choice(["x", "y", "z"], size=len(data))
+    data.loc[data["topic"] == "refund", "score"] -= 0.15
+    slices = {column: categorical_levels(data[column]) for column in ("topic", "noise")}
+    one_pass = flag_levels([r for name, levels in slices.items()
+                            for r in slice_statistics(data["score"], levels, slice_name=name, metric="score",
+                                                      settings=FAST)], {"score": True}, FAST)
+    assert BETTER in {r.verdict for r in one_pass}  # what slice_run corrects
+    flagged = {(r.slice, r.level): r for r in slice_run({"score": data["score"]}, slices, {"score": True}, FAST)}
+    refund = flagged.pop(("topic", "refund"))
+    assert refund.verdict == WORSE and refund.set_aside == ()
+    assert {r.verdict for r in flagged.values()} == {NO_CLEAR_DIFFERENCE}
+    # the levels flagged better at first were tested again against the rest without refund
+    assert {r.set_aside for (name, _), r in flagged.items() if name == "topic"} == {(), ("refund",)}
+
+
+def test_a_level_better_than_the_ordinary_ones_stays_flagged_beside_a_worse_one():
+    data = frame(seed=8, n=900)
+    data.loc[data["topic"] == "refund", "score"] -= 0.15
+    data.loc[data["topic"] == "app", "score"] += 0.08
+    verdicts = {r.level: r.verdict for r in slice_run({"score": data["score"]},
+                                                      {"topic": categorical_levels(data["topic"])},
+                                                      {"score": True}, FAST)}
+    assert verdicts.pop("refund") == WORSE and verdicts.pop("app") == BETTER
+    assert set(verdicts.values()) == {NO_CLEAR_DIFFERENCE}
+
+
+def test_a_lower_is_better_metric_is_flagged_better_when_lower():
+    data = frame(seed=3)
+    data.loc[data["topic"] == "fee", "score"] -= 0.2
+    results = slice_statistics(data["score"], categorical_levels(data["topic"]), slice_name="topic",
+                               metric="latency", settings=FAST)
+    verdicts = {r.level: r.verdict for r in flag_levels(results, {"latency": False}, FAST)}
+    assert verdicts["fee"] == BETTER
+
+
+def test_no_effect_is_flagged_in_at_most_5_of_100_seeds():
+    runs_with_a_flag = 0
+    for seed in range(100):
+        rng = np.random.default_rng(1000 + seed)
+        values = rng.normal(0.6, 0.15, size=200)
+        levels = categorical_levels(rng.choice(["a", "b", "c", "d"], size=200))
+        settings = SliceSettings(bootstrap=Bootstrap(resamples=50, seed=seed, confidence=0.95), permutations=499)
+        results = slice_statistics(values, levels, slice_name="random", metric="m", settings=settings)
+        if any(r.verdict in (WORSE, BETTER) for r in flag_levels(results, {"m": True}, settings)):
+            runs_with_a_flag += 1
+    assert runs_with_a_flag <= 5
+
+
+def test_a_small_level_is_too_few_to_tell_and_not_tested():
+    values = [0.9] * 30 + [0.1] * 4
+    levels = ["big"] * 30 + ["small"] * 4
+    results = flag_levels(slice_statistics(values, levels, slice_name="s", metric="m", settings=FAST),
+                          {"m": True}, FAST)
+    small = next(r for r in results if r.level == "small")
+    assert small.p_value is None and small.q_value is None and small.verdict == TOO_FEW
+    assert small.n == 4 and small.mean == pytest.approx(0.1)
+
+
+def test_levels_of_a_column_and_quantile_bins_show_their_edges():
+    assert list(categorical_levels(["bank", None, True, 3, float("nan")])) == \
+        ["bank", MISSING_LEVEL, "true", "3", MISSING_LEVEL]
+    words = [3, 5, 8, 13, 21, 34, None, 55, 89, 144, 233, 377]
+    assert list(quantile_levels(words, 4, unit="words")) == [
+        "[3, 10.5] words"] * 3 + ["(10.5, 34] words"] * 3 + [MISSING_LEVEL] + ["(34, 116.5] words"] * 2 + [
+        "(116.5, 377] words"] * 3
+    assert list(quantile_levels([1, 1, 1, 1], 3)) == ["[1, 1]"] * 4  # one bin when the edges coincide
+    # bins are listed by their lower edge, the missing level last
+    results = slice_statistics([1.0] * 12, quantile_levels(words, 4, unit="words"), slice_name="s", metric="m",
+                               settings=FAST)
+    assert [r.level for r in results] == ["[3, 10.5] words", "(10.5, 34] words", "(34, 116.5] words",
+                                          "(116.5, 377] words", MISSING_LEVEL]
