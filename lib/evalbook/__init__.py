@@ -36,6 +36,8 @@ folder is spelled in `layout` alone. From the top:
     headline              the first screen: means with intervals, pins, counts
     slices                where it fails: each slice level's metric against the rest, with
                           intervals, permutation p-values and Benjamini-Hochberg flags
+    topics                questions grouped by meaning (k-means, k by silhouette), each topic
+                          named by its most distinctive terms (class-based TF-IDF)
     figures, tables       what 04 shows
 - compare/              05_compare: gates, settings, the document (and    comparisons/
                         the earlier comparable run), tables and figure

@@ -1,0 +1,102 @@
+"""Questions grouped by meaning, for slicing a run by topic (issue 26, item 2).
+
+`find_topics` clusters the questions' embeddings (the scoring model's, L2-normalised, so that
+k-means' Euclidean distance ranks as cosine does) with scikit-learn's KMeans, seeded. Unless k is
+given, it tries k = 3 to 12 and keeps the k with the highest silhouette (scikit-learn's
+silhouette_score, on a seeded sample of at most 2,000 questions; a tie keeps the smaller k).
+
+Each topic is named by its 3 most distinctive terms, by class-based TF-IDF: the questions of a
+topic are one document, scikit-learn's CountVectorizer counts their words (English stop words
+left out), and a term's weight in a topic is its share of the topic's words times
+log(1 + the mean words per topic / the term's count over all topics), so that a word frequent
+in one topic and rare elsewhere ranks first. That weighting (the c-TF-IDF of BERTopic, Grootendorst
+2022) is written here because scikit-learn's TfidfTransformer weighs by document frequency, which
+with one document per topic cannot tell a word used once in a topic from one used everywhere in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.metrics import silhouette_score
+from sklearn.preprocessing import normalize
+
+MIN_EXAMPLES = 30  # fewer questions than this are not grouped: the topics would be noise
+K_RANGE = (3, 12)
+TERMS = 3  # terms in a topic's name
+SILHOUETTE_SAMPLE = 2_000
+SEPARATOR = " \u00b7 "  # a middle dot between a name's terms
+
+
+@dataclass(frozen=True)
+class Topics:
+    """Each question's topic name (None when the questions were not grouped, with `reason`), the
+    number of topics, the silhouette of that choice, and each k tried with its silhouette."""
+
+    labels: list[str] | None
+    k: int | None
+    silhouette: float | None
+    tried: dict[int, float]
+    reason: str | None = None
+
+
+def _silhouette(points: np.ndarray, labels: np.ndarray, seed: int) -> float:
+    sample = min(len(points), SILHOUETTE_SAMPLE)
+    return float(silhouette_score(points, labels, sample_size=sample if sample < len(points) else None,
+                                  random_state=seed))
+
+
+def topic_names(questions: Sequence[str], labels: np.ndarray, k: int, terms: int = TERMS) -> list[str]:
+    """The name of each topic 0..k-1: its `terms` most distinctive words by class-based TF-IDF
+    (module docstring), joined by a middle dot; a topic whose words are all stop words is named
+    "topic <i>", and two topics of the same name get their number after it."""
+    documents = [" ".join(q for q, label in zip(questions, labels) if label == topic) for topic in range(k)]
+    try:
+        vectorizer = CountVectorizer(stop_words="english", token_pattern=r"(?u)\b[^\W\d_][\w'-]+\b")
+        counts = vectorizer.fit_transform(documents).toarray().astype(float)
+    except ValueError:  # no word left at all
+        return [f"topic {topic + 1}" for topic in range(k)]
+    vocabulary = vectorizer.get_feature_names_out()
+    words_per_topic = counts.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tf = np.where(words_per_topic > 0, counts / words_per_topic, 0.0)
+    idf = np.log(1 + words_per_topic.mean() / counts.sum(axis=0))
+    weights = tf * idf
+    names = []
+    for topic in range(k):
+        order = [i for i in np.lexsort((vocabulary, -weights[topic])) if weights[topic, i] > 0][:terms]
+        names.append(SEPARATOR.join(vocabulary[i] for i in order) if order else f"topic {topic + 1}")
+    seen: dict[str, int] = {}
+    for topic, name in enumerate(names):
+        seen[name] = seen.get(name, 0) + 1
+        if names.count(name) > 1:
+            names[topic] = f"{name} ({seen[name]})"
+    return names
+
+
+def find_topics(embeddings: np.ndarray, questions: Sequence[str], *, k: int | None = None,
+                seed: int = 0) -> Topics:
+    """The questions grouped by meaning (module docstring); `k` fixes the number of topics."""
+    n = len(questions)
+    if n < MIN_EXAMPLES:
+        return Topics(None, None, None, {}, reason=f"{n} questions: topics need at least {MIN_EXAMPLES}")
+    points = normalize(np.asarray(embeddings, dtype=np.float64))
+    if points.shape[0] != n:
+        raise ValueError(f"{points.shape[0]} embeddings for {n} questions")
+    distinct = len(np.unique(points.round(decimals=9), axis=0))
+    low, high = K_RANGE
+    candidates = [k] if k is not None else list(range(low, min(high, distinct - 1) + 1))
+    if not candidates or candidates[0] < 2:
+        return Topics(None, None, None, {}, reason=f"{distinct} distinct questions: too few to group")
+    fits, tried = {}, {}
+    for candidate in candidates:
+        labels = KMeans(n_clusters=candidate, random_state=seed, n_init=10).fit_predict(points)
+        fits[candidate] = labels
+        tried[candidate] = _silhouette(points, labels, seed)
+    best = max(candidates, key=lambda c: (tried[c], -c))
+    names = topic_names(questions, fits[best], best)
+    return Topics([names[label] for label in fits[best]], best, tried[best], tried)

@@ -1,0 +1,85 @@
+"""Questions grouped by meaning: evalbook.report.topics (issue 26, item 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from evalbook.report.topics import MIN_EXAMPLES, SEPARATOR, find_topics, topic_names
+
+VOCABULARY = {
+    "refund": ["refund", "card", "fee", "charge"],
+    "parking": ["parking", "permit", "street", "resident"],
+    "ferry": ["ferry", "sailing", "timetable", "harbour"],
+    "garden": ["garden", "plot", "compost", "allotment"],
+}
+
+
+def planted(n_per_topic: int = 20, seed: int = 0, spread: float = 0.05):
+    """Questions of four topics, each with its own words, and embeddings in four tight groups."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(len(VOCABULARY), 64))
+    questions, embeddings, truth = [], [], []
+    for topic, (name, words) in enumerate(VOCABULARY.items()):
+        for _ in range(n_per_topic):
+            picked = rng.choice(words, size=3, replace=False)
+            questions.append(f"What is the {picked[0]} rule for the {picked[1]} and the {picked[2]}?")
+            embeddings.append(centres[topic] + rng.normal(scale=spread, size=64))
+            truth.append(topic)
+    return questions, np.asarray(embeddings), np.asarray(truth)
+
+
+def test_planted_topics_are_found_with_k_chosen_by_silhouette():
+    questions, embeddings, truth = planted()
+    topics = find_topics(embeddings, questions, seed=0)
+    assert topics.k == 4 and set(topics.tried) == set(range(3, 13))
+    assert topics.tried[4] == max(topics.tried.values())
+    assert adjusted_rand_score(truth, topics.labels) == 1.0
+
+
+def test_each_topic_is_named_by_its_own_words():
+    questions, embeddings, truth = planted()
+    topics = find_topics(embeddings, questions, seed=0)
+    for topic, words in enumerate(VOCABULARY.values()):
+        (name,) = {label for label, t in zip(topics.labels, truth) if t == topic}
+        terms = name.split(SEPARATOR)
+        assert len(terms) == 3 and set(terms) <= set(words), name
+
+
+def test_the_grouping_is_deterministic_for_a_seed():
+    questions, embeddings, _ = planted(spread=0.8)  # overlapping groups: the seed matters
+    first, second = find_topics(embeddings, questions, seed=5), find_topics(embeddings, questions, seed=5)
+    assert first == second
+
+
+def test_k_can_be_set():
+    questions, embeddings, _ = planted()
+    topics = find_topics(embeddings, questions, k=3, seed=0)
+    assert topics.k == 3 and list(topics.tried) == [3] and len(set(topics.labels)) == 3
+
+
+def test_too_few_questions_give_no_topics_and_say_why():
+    questions, embeddings, _ = planted()
+    topics = find_topics(embeddings[:MIN_EXAMPLES - 1], questions[:MIN_EXAMPLES - 1])
+    assert topics.labels is None and topics.reason == f"{MIN_EXAMPLES - 1} questions: topics need at least 30"
+
+
+def test_identical_questions_cannot_be_grouped():
+    topics = find_topics(np.ones((40, 8)), ["same question"] * 40)
+    assert topics.labels is None and "distinct" in topics.reason
+
+
+def test_names_of_stop_words_only_and_repeated_names_stay_distinct():
+    questions = ["what is it", "what is it", "refund card fee", "refund card fee"]
+    names = topic_names(questions, np.asarray([0, 0, 1, 1]), 2)
+    assert names == ["topic 1", "card" + SEPARATOR + "fee" + SEPARATOR + "refund"]
+    twins = topic_names(["refund card fee"] * 4, np.asarray([0, 0, 1, 1]), 2)
+    assert len(set(twins)) == 2
+
+
+@pytest.mark.parametrize("n", [MIN_EXAMPLES, 200])
+def test_every_question_gets_a_topic(n):
+    questions, embeddings, _ = planted(n_per_topic=n // 4 + 1)
+    topics = find_topics(embeddings[:n], questions[:n], seed=1)
+    assert len(topics.labels) == n and topics.reason is None
