@@ -9,7 +9,9 @@ import pytest
 from scipy.stats import false_discovery_control, permutation_test
 
 from evalbook.report.slices import (BETTER, MISSING_LEVEL, NO_CLEAR_DIFFERENCE, TOO_FEW, WORSE, SliceSettings,
-                                    categorical_levels, flag_levels, quantile_levels, slice_run, slice_statistics)
+                                    categorical_levels, derived_slices, flag_levels, metadata_slices, quantile_levels,
+                                    slice_run, slice_statistics)
+from evalbook.errors import UnusableInput
 from evalbook.stats import Bootstrap
 
 FAST = SliceSettings(bootstrap=Bootstrap(resamples=200, seed=0, confidence=0.95), permutations=999)
@@ -155,3 +157,47 @@ def test_levels_of_a_column_and_quantile_bins_show_their_edges():
                                settings=FAST)
     assert [r.level for r in results] == ["[3, 10.5] words", "(10.5, 34] words", "(34, 116.5] words",
                                           "(116.5, 377] words", MISSING_LEVEL]
+
+
+# ---------------------------------------------------------------- which slices a run is cut by
+
+
+def test_auto_slices_take_few_valued_text_and_bin_numbers_and_say_what_they_skip():
+    rows = [{"domain": ["bank", "council", None][i % 3], "difficulty": i, "city": f"city {i}",
+             "constant": "x", "hard": i % 2 == 0} for i in range(40)]
+    types = {"domain": "string", "difficulty": "integer", "city": "string", "constant": "string", "hard": "boolean"}
+    columns, notes = metadata_slices(rows, types)
+    by_name = {column.name: column for column in columns}
+    assert list(by_name) == ["domain", "difficulty", "hard"]
+    assert set(by_name["domain"].levels) == {"bank", "council", MISSING_LEVEL}
+    assert set(by_name["hard"].levels) == {"true", "false"}
+    assert len(set(by_name["difficulty"].levels)) == 4 and "[0, 9.75]" in set(by_name["difficulty"].levels)
+    assert notes == ["city: 40 distinct values, over 30: not sliced; to slice by it, add a column that groups its "
+                     "values into at most 30",
+                     "constant: one value ('x') in every example, so it is not a slice"]
+
+
+def test_slices_by_named_columns_and_an_unknown_one_is_refused_listing_the_columns():
+    rows = [{"domain": "bank"}, {"domain": "council"}]
+    columns, _ = metadata_slices(rows, {"domain": "string"}, by=["domain"])
+    assert [column.name for column in columns] == ["domain"]
+    with pytest.raises(UnusableInput, match="slices.by names 'topic'.*kept as metadata are: domain"):
+        metadata_slices(rows, {"domain": "string"}, by=["topic"])
+
+
+def test_derived_slices():
+    canonical = pd.DataFrame({
+        "question": ["a b", "a b c d", "a b c d e f", "a"], "reference_answer": ["x"] * 4,
+        "generated_answer": ["y y", None, "y", "y y y"], "source": [None, "rephraser", None, None]})
+    scored = pd.DataFrame({"top_k_match": pd.array([True, False, None, True], dtype="boolean"),
+                           "truncated_bertscore": [False, True, False, False],
+                           "truncated_sentence": [False, False, False, True]})
+    columns = {column.name: list(column.levels) for column in derived_slices(canonical, scored, k=5)}
+    assert list(columns) == ["question length", "reference length", "answer length", "retrieval at k = 5",
+                             "truncated", "source"]
+    assert columns["answer length"][1] == MISSING_LEVEL and columns["reference length"] == ["[1, 1] words"] * 4
+    assert columns["retrieval at k = 5"] == ["hit", "miss", MISSING_LEVEL, "hit"]
+    assert columns["truncated"] == ["not truncated", "truncated", "not truncated", "truncated"]
+    assert columns["source"] == [MISSING_LEVEL, "rephraser", MISSING_LEVEL, MISSING_LEVEL]
+    no_retrieval = scored.assign(top_k_match=pd.array([None] * 4, dtype="boolean"))
+    assert "retrieval at k = 5" not in {c.name for c in derived_slices(canonical.assign(source=None), no_retrieval, 5)}

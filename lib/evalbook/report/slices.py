@@ -37,8 +37,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
+import pandas as pd
 from scipy.stats import false_discovery_control
 
+from evalbook.errors import UnusableInput
 from evalbook.formatting import is_missing
 from evalbook.stats import BOOTSTRAP, PERCENTILE_METHOD, Bootstrap
 
@@ -377,3 +379,74 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
     if not changed:
         return flagged
     return flag_levels([replace(r, q_value=None, verdict=None) for r in retested], higher_is_better, settings)
+
+
+# ---------------------------------------------------------------- which slices a run is cut by
+
+METADATA, DERIVED, TOPIC = "metadata", "derived", "topic"
+QUANTILES = 4  # a numeric metadata column is cut into quartiles
+LENGTH_QUANTILES = 3  # lengths are cut into tertiles of words
+
+
+@dataclass(frozen=True)
+class SliceColumn:
+    """One way a run is cut: its name as pages show it, where it comes from (METADATA, DERIVED
+    or TOPIC), and each example's level."""
+
+    name: str
+    kind: str
+    levels: np.ndarray
+
+
+def metadata_slices(metadata: Sequence[dict[str, Any]], types: dict[str, str],
+                    by: Sequence[str] | None = None) -> tuple[list[SliceColumn], list[str]]:
+    """The slices of the metadata columns `by` (None: every column, as `slices.by: auto`), and a
+    note for each column that is not sliced. Text and true/false columns slice by value when they
+    have 2 to MAX_LEVELS distinct values; numbers are cut into quartiles, their edges in the
+    level names. A column with one value, or with more levels than MAX_LEVELS, is skipped with a
+    note that says why (and how to bin it); a missing value is the level MISSING_LEVEL."""
+    columns, notes = [], []
+    for name in (types if by is None else by):
+        if name not in types:
+            kept = ", ".join(types) or "none"
+            raise UnusableInput(f"slices.by names {name!r}, which is not a column of the input; the columns kept "
+                                f"as metadata are: {kept}")
+        values = [row.get(name) for row in metadata]
+        distinct = {value for value in values if not is_missing(value)}
+        if len(distinct) < 2:
+            shown = f"one value ({next(iter(distinct))!r})" if distinct else "no value"
+            notes.append(f"{name}: {shown} in every example, so it is not a slice")
+        elif types[name] in ("integer", "float"):
+            columns.append(SliceColumn(name, METADATA, quantile_levels(values, QUANTILES)))
+        elif len(distinct) > MAX_LEVELS:
+            notes.append(f"{name}: {len(distinct)} distinct values, over {MAX_LEVELS}: not sliced; to slice by it, "
+                         f"add a column that groups its values into at most {MAX_LEVELS}")
+        else:
+            columns.append(SliceColumn(name, METADATA, categorical_levels(values)))
+    return columns, notes
+
+
+def _words(text: Any) -> int | None:
+    return None if is_missing(text) else len(str(text).split())
+
+
+def derived_slices(canonical: pd.DataFrame, scored: pd.DataFrame, k: int) -> list[SliceColumn]:
+    """The slices evalbook derives itself: the question's, the reference's and the answer's length
+    (tertiles of words; an example without an answer has no answer length), retrieval hit or
+    miss at k where any example has retrieval data, truncated or not (either model cut the
+    answer or the reference), and the answer's source where any example has one."""
+    columns = [SliceColumn(f"{label} length", DERIVED,
+                           quantile_levels([_words(text) for text in canonical[column]], LENGTH_QUANTILES, "words"))
+               for label, column in (("question", "question"), ("reference", "reference_answer"),
+                                     ("answer", "generated_answer"))]
+    matches = scored["top_k_match"].tolist()
+    if any(not is_missing(match) for match in matches):
+        columns.append(SliceColumn(f"retrieval at k = {k}", DERIVED, np.asarray(
+            [MISSING_LEVEL if is_missing(match) else "hit" if match else "miss" for match in matches], dtype=object)))
+    truncated = (scored["truncated_bertscore"].fillna(False).astype(bool)
+                 | scored["truncated_sentence"].fillna(False).astype(bool))
+    columns.append(SliceColumn("truncated", DERIVED,
+                               np.where(truncated.to_numpy(), "truncated", "not truncated").astype(object)))
+    if canonical["source"].notna().any():
+        columns.append(SliceColumn("source", DERIVED, categorical_levels(canonical["source"].tolist())))
+    return columns
