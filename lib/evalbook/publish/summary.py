@@ -2,13 +2,14 @@
 
 `run_summary_md(report, links)` gives the dataset, the generator (and where 00_generate asked
 for the answers), the judge; each headline metric's mean with its interval, n and, for a judged
-metric, its pass rate; the counts of what was missing, empty, cut or unscored; and links to the
-run's pages. `comparison_summary_md(comparison, baseline, candidate, links)` gives any pairing
-warning (few examples paired, other datasets: evalbook.compare.tables), the gate (or
-that none was applied), each compared metric's paired delta with its interval and how many
-examples got better, worse or stayed, the pass rates and counts of both runs, the three largest
-regressions with their question and both answers shortened (`shortened`), and links to the
-comparison's pages.
+metric, its pass rate; the slice levels flagged worse or better than the rest of the run, one
+line each, or how many tests flagged nothing (evalbook.report.failures); the counts of what was
+missing, empty, cut or unscored; and links to the run's pages.
+`comparison_summary_md(comparison, baseline, candidate, links)` gives any pairing warning (few
+examples paired, other datasets: evalbook.compare.tables), the gate (or that none was applied),
+each compared metric's paired delta with its interval and how many examples got better, worse
+or stayed, the pass rates and counts of both runs, the three largest regressions with their
+question and both answers shortened (`shortened`), and links to the comparison's pages.
 
 Both render through templates (`summary_run.md`, `summary_comparison.md`); a run's from the
 same context as the report's first screen (evalbook.report.headline.first_screen). Numbers carry
@@ -36,6 +37,7 @@ from evalbook.files import write_new
 from evalbook.layout import SUMMARY_FILE
 from evalbook.metrics import METRICS
 from evalbook.metrics import metric as registered
+from evalbook.report.failures import where_it_fails
 from evalbook.report.headline import first_screen
 from evalbook.templating import render
 
@@ -76,7 +78,8 @@ def page_links(folder: Path, pages: Iterable[tuple[str, str | Path | None]]) -> 
 
 def run_summary_md(report: dict[str, Any], links: Sequence[Link]) -> str:
     """The run's summary (module docstring) as GitHub-flavoured Markdown."""
-    return render("summary_run.md", **first_screen(report), links=_quoted(links))
+    return render("summary_run.md", **first_screen(report), where_it_fails=where_it_fails(report),
+                  links=_quoted(links))
 
 
 # ---------------------------------------------------------------- a comparison

@@ -38,6 +38,7 @@ from evalbook.files import write_atomically
 from evalbook.judge.display import plain_reason
 from evalbook.metrics import metric as registered
 from evalbook.metrics import names
+from evalbook.report.failures import q_phrase
 from evalbook.report.reader import RunReport
 
 MAX_POINT_LABELS = 20  # above this many distinct points, labels would hide the points
@@ -396,6 +397,115 @@ def retrieval_rank_histogram(report: dict[str, Any]) -> Figure | None:
     return fig
 
 
+# ---------------------------------------------------------------- where it fails
+
+FOREST_LABEL_CHARACTERS = 40  # of a slice's or level's name on the forest plot's axis
+# how a level is drawn, by verdict: (colour, marker, filled, legend text). Flagged levels take a
+# red-blue diverging pair, the rest greys, so that no metric's colour reads as a verdict; the
+# metric's colour marks the run's mean.
+FOREST_STYLES = {
+    "worse": ("#b2182b", "D", True, "worse than the rest (flagged)"),
+    "better": ("#2166ac", "D", True, "better than the rest (flagged)"),
+    "no clear difference": ("0.3", "o", True, "no clear difference"),
+    "too few to tell": ("0.55", "o", False, "too few to tell (not tested)"),
+}
+
+
+def _forest_text(text: str) -> str:
+    """A name as the plot shows it: controls visible, cut to FOREST_LABEL_CHARACTERS."""
+    text = visible_controls(str(text))
+    return text if len(text) <= FOREST_LABEL_CHARACTERS else text[:FOREST_LABEL_CHARACTERS - 1] + "…"
+
+
+def _forest_rows(report: dict[str, Any], metric: str) -> list[tuple[str, dict[str, Any] | None]]:
+    """The plot's rows from the top: (slice name, None) heading each slice, then (level, its entry)."""
+    section = report["slices"]
+    entries = {(e["slice"], e["level"]): e for e in section["levels"] if e["metric"] == metric}
+    rows: list[tuple[str, dict[str, Any] | None]] = []
+    for column in section["columns"]:
+        levels = [(level, entries[column["name"], level]) for level in column["levels"]
+                  if (column["name"], level) in entries]
+        if levels:
+            rows += [(column["name"], None), *levels]
+    return rows
+
+
+def _forest_points(ax, placed: list[tuple[float, dict[str, Any]]]) -> None:
+    """Each level's mean with its interval, one errorbar per verdict, and its n (and q when flagged)
+    at the right."""
+    for verdict, (shade, marker, filled, text) in FOREST_STYLES.items():
+        chosen = [(y, e) for y, e in placed if e["verdict"] == verdict and e["mean"] is not None]
+        if not chosen:
+            continue
+        ys = np.array([y for y, _ in chosen])
+        means = np.array([e["mean"] for _, e in chosen], dtype=float)
+        lows = np.array([e["mean"] if e["low"] is None else e["low"] for _, e in chosen], dtype=float)
+        highs = np.array([e["mean"] if e["high"] is None else e["high"] for _, e in chosen], dtype=float)
+        ax.errorbar(means, ys, xerr=[means - lows, highs - means], fmt=marker, color=shade, ecolor=shade,
+                    markerfacecolor=shade if filled else "white", markersize=6, capsize=2.5, lw=1.4,
+                    label=text, gid=f"levels:{verdict}", zorder=3)
+    for y, entry in placed:
+        flagged = entry["verdict"] in ("worse", "better")
+        shown = f"n = {entry['n']}" + (f", {entry['verdict']}, {q_phrase(entry['q_value'])}" if flagged else "")
+        ax.text(1.01, y, shown, transform=ax.get_yaxis_transform(), va="center", fontsize="x-small",
+                color=FOREST_STYLES[entry["verdict"]][0] if flagged else "0.35",
+                fontweight="bold" if flagged else "normal")
+
+
+@styled
+def slice_forest(report: dict[str, Any], metric: str = "bertscore_f1") -> Figure | None:
+    """A forest plot of `metric` by slice: each level's mean with its interval, slices in the
+    report's order (each named above its levels, on a band of its own), the run's mean as a
+    dashed line in the metric's colour. Flagged levels are drawn as diamonds in red (worse) or
+    blue (better) with their q at the right, slice headings in bold; levels too few to tell are
+    hollow. Every level shows its n.
+
+    None when the report has no slices, the metric was not tested by slice, or no level has a
+    value (slice_forest_gap says which)."""
+    if _slice_forest_gap(report, metric) is not None:
+        return None
+    style = registered(metric)
+    rows = _forest_rows(report, metric)
+    fig, ax = new_figure(figsize=(8.5, 1.4 + 0.24 * len(rows)))
+    placed, labels, band, top = [], [], 0, 0
+    for position, (name, entry) in enumerate(rows):
+        y = -position
+        if entry is None:
+            if band % 2 == 0 and position:
+                ax.axhspan(y + 0.5, top + 0.5, color="0.95", zorder=0)
+            band, top = band + 1, y
+            labels.append((y, _forest_text(name), True))
+            continue
+        placed.append((y, entry))
+        labels.append((y, _forest_text(name), False))
+    if band % 2 == 0:
+        ax.axhspan(-len(rows) + 0.5, top + 0.5, color="0.95", zorder=0)
+    _forest_points(ax, placed)
+    ax.set_yticks([y for y, _, _ in labels], [text for _, text, _ in labels], parse_math=False)
+    for tick, (_, _, heading) in zip(ax.get_yticklabels(), labels):
+        tick.set_fontweight("bold" if heading else "normal")
+        tick.set_horizontalalignment("right")
+    ax.set_ylim(-len(rows) + 0.4, 0.6)
+    ax.grid(axis="y", visible=False)
+    run_mean = style.mean(report)
+    if run_mean is not None:
+        ax.axvline(run_mean, color=style.colour, ls="--", lw=1.4, label=f"run mean {run_mean:.3f}",
+                   gid=f"mean:{metric}", zorder=2)
+    ax.set_xlabel(style.label, color=style.colour)
+    n_levels = sum(entry is not None for _, entry in rows)
+    confidence = report["slices"]["settings"].get("confidence", 0.95)
+    ax.set_title(f"{style.label} by slice: each level's mean and {confidence:.0%} interval ({n_levels} levels)")
+    fig.legend(loc="outside lower center", ncols=3, frameon=False, fontsize="small")
+    return fig
+
+
+def forest_metrics(report: dict[str, Any]) -> list[str]:
+    """The metrics a forest plot is drawn for: those tested by slice with a value in some level,
+    in the report's order."""
+    return [name for name in (report.get("slices") or {}).get("metrics", [])
+            if _slice_forest_gap(report, name) is None]
+
+
 # ---------------------------------------------------------------- saving
 
 def save_png(fig: Figure, run_dir: Path, name: str, dpi: int = 150, overwrite: bool = False) -> Path:
@@ -450,6 +560,19 @@ def _pass_rate_gap(report: dict[str, Any], similarity: bool = False) -> str | No
     return gap or "no judged example has a score (see unscored_judgments)"
 
 
+def _slice_forest_gap(report: dict[str, Any], metric: str = "bertscore_f1") -> str | None:
+    section = report.get("slices")
+    if not section:
+        return "the report has no slices (it was written before slices existed)"
+    if not section["columns"]:
+        return "the run is not cut into any slice"
+    if metric not in section["metrics"]:
+        return f"{registered(metric).label} was not tested by slice"
+    if not any(e["metric"] == metric and e["mean"] is not None for e in section["levels"]):
+        return f"no level has a {registered(metric).label} value"
+    return None
+
+
 def _retrieval_gap(report: dict[str, Any]) -> str | None:
     if any(e["retrieval"] is not None for e in report["examples"]):
         return None
@@ -462,6 +585,7 @@ _GAPS: dict[str, Callable[..., str | None]] = {
     "groundedness_vs_relevance": _judge_pair_gap,
     "pass_rate_by_threshold": _pass_rate_gap,
     "retrieval_rank_histogram": _retrieval_gap,
+    "slice_forest": _slice_forest_gap,
 }
 
 
@@ -469,8 +593,11 @@ def no_data_reason(report: dict[str, Any], figure: Callable[..., Any] | str, **o
     """Why `figure` (a builder of this module, or its name) returns None for `report`; None when it draws.
 
     `options` are the builder's own keyword arguments that change what it draws
-    (`similarity=` of pass_rate_by_threshold).
+    (`similarity=` of pass_rate_by_threshold, `metric=` of slice_forest); a builder given as a
+    functools.partial brings its own.
     """
+    if isinstance(figure, functools.partial):
+        figure, options = figure.func, {**figure.keywords, **options}
     name = figure if isinstance(figure, str) else figure.__name__
     if name not in _GAPS:
         raise ValueError(f"{name!r} always draws or is not a report figure; known: {', '.join(_GAPS)}")
