@@ -3,6 +3,7 @@
 - `gates`: what the two runs may be compared on (the same judge, model pins, k);
 - `settings`: the bootstrap, tolerance and regressions of a comparison, and their defaults;
 - `document`: pairing, paired rows and regressions, the compare-v1 document and its writing;
+- `slices`: the paired deltas within each slice level of the candidate, against the rest;
 - `context`: `open_comparison`, the setup of the 05 notebook;
 - `tables`, `figures`: what 05 shows.
 

@@ -5,7 +5,8 @@ evalbook.compare.gates decide), the comparison gives each run's mean over the pa
 values are present, the paired mean delta (candidate - baseline, so a positive delta means the
 candidate scored higher) with a percentile bootstrap confidence interval, and the shares of
 examples that got better, worse or stayed the same (evalbook.stats). Pairs with a value missing in
-either run are counted and skipped, never averaged.
+either run are counted and skipped, never averaged. Its `slices` section gives the same paired
+deltas within each slice level of the candidate, against the rest (evalbook.compare.slices).
 
 A comparison is a report for people to read; it never fails a pipeline. Its `gate` is null
 here: only rules the user gives (`compare --fail-on`, evalbook.compare.gate) fill it.
@@ -24,17 +25,18 @@ import numpy as np
 from evalbook.compare import ComparisonError
 from evalbook.compare.gates import EMBEDDING_ROLES, embedding_gate, judge_gate, judge_side, retrieval_gate
 from evalbook.compare.settings import DEFAULTS, Settings
+from evalbook.compare.slices import slice_deltas, unavailable
 from evalbook.files import write_atomically, write_new
 from evalbook.metrics import Metric, of_kind
 from evalbook.metrics import metric as registered
 from evalbook.report.reader import ReportUnreadable, RunReport, check_report, judge_entry, read_report
 from evalbook.runs import latest_reports
-from evalbook.stats import (PERCENTILE_METHOD, PairedValues, bootstrap_mean_ci, direction_fractions,
+from evalbook.stats import (PERCENTILE_METHOD, Bootstrap, PairedValues, bootstrap_mean_ci, direction_fractions,
                             paired_deltas)
 from evalbook.validation import COMPARISON_SCHEMA, mismatch
 
 KIND = "compare"
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 # The comparison's name for each kind of metric (its `family`).
 FAMILIES = {"similarity": "embedding", "retrieval": "retrieval", "judge": "judge"}
 # Parts of a judge metric record that are not its verdicts.
@@ -238,8 +240,10 @@ def _compared_metrics(gates: dict[str, Any]) -> list[tuple[Metric, bool, str | N
 
 def build_comparison(baseline: RunReport | dict[str, Any], candidate: RunReport | dict[str, Any], *,
                      baseline_location: str, candidate_location: str, created_at: datetime,
-                     settings: Settings = DEFAULTS) -> dict[str, Any]:
-    """The compare-v1 document for two loaded reports; `created_at` must be timezone-aware UTC."""
+                     settings: Settings = DEFAULTS, slices: bool = True) -> dict[str, Any]:
+    """The compare-v1 document for two loaded reports; `created_at` must be timezone-aware UTC.
+    Without `slices`, its `slices` section says they were not computed (a report's headline,
+    which shows only the overall deltas, need not pay for them)."""
     if created_at.utcoffset() is None or created_at.utcoffset().total_seconds() != 0:
         raise ComparisonError("created_at must be timezone-aware UTC")
     baseline, candidate = RunReport.of(baseline).data, RunReport.of(candidate).data
@@ -253,7 +257,7 @@ def build_comparison(baseline: RunReport | dict[str, Any], candidate: RunReport 
     gates = {"judge": judge_gate(baseline, candidate), "embedding": embedding_gate(baseline, candidate),
              "retrieval": retrieval_gate(baseline, candidate)}
 
-    rows, regressed, long_deltas = [], {}, []
+    rows, regressed, long_deltas, deltas_by_id = [], {}, [], {}
     for metric, with_deltas, gate_reason in _compared_metrics(gates):
         paired = paired_deltas(ids, [metric.value(pairing.baseline[i]) for i in ids],
                                [metric.value(pairing.candidate[i]) for i in ids])
@@ -263,6 +267,7 @@ def build_comparison(baseline: RunReport | dict[str, Any], candidate: RunReport 
         if not row["compared"]:
             continue
         regressed[metric.name] = regressions(metric, paired, pairing, settings)
+        deltas_by_id[metric.name] = dict(zip(paired.ids, paired.deltas.tolist()))
         long_deltas.extend(
             {"id": i, "metric": metric.name, "baseline": float(b), "candidate": float(c), "delta": float(d)}
             for i, b, c, d in zip(paired.ids, paired.baseline, paired.candidate, paired.deltas))
@@ -283,6 +288,9 @@ def build_comparison(baseline: RunReport | dict[str, Any], candidate: RunReport 
         "regressions": regressed,
         "deltas": long_deltas,
         "gate": None,
+        "slices": (slice_deltas(candidate, deltas_by_id, ids, Bootstrap(settings.resamples, settings.seed,
+                                                                        settings.confidence))
+                   if slices else unavailable("slices are not computed for a report's headline comparison")),
         "notes": _notes(baseline, candidate, pairing, questions_differ, gates["judge"]),
         "parameters": {"resamples": settings.resamples, "seed": settings.seed,
                        "confidence": settings.confidence, "tolerance": settings.tolerance,
@@ -335,5 +343,5 @@ def earlier_comparison(report: dict[str, Any], outputs_root: Path, env: str,
             continue
         if embedding_gate(earlier.data, report)["compared"]:
             return build_comparison(earlier, report, baseline_location=str(path), candidate_location="this run",
-                                    created_at=datetime.now(timezone.utc))
+                                    created_at=datetime.now(timezone.utc), slices=False)
     return None

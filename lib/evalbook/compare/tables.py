@@ -13,7 +13,7 @@ import pandas as pd
 
 from evalbook.compare.document import ComparisonError
 from evalbook.escaping import readable_table
-from evalbook.formatting import as_written, percent
+from evalbook.formatting import as_written, interval, p_value, percent
 from evalbook.judge.display import verdict_text
 from evalbook.metrics import METRICS
 from evalbook.metrics import metric as registered
@@ -212,3 +212,91 @@ def regressions_styled(doc: dict[str, Any], metric: str):
     if len(frame):
         styler = styler.background_gradient(cmap="Reds_r", subset=["delta"], vmin=-1.0, vmax=0.0)
     return styler
+
+
+# ---------------------------------------------------------------- which slices moved
+
+FLAGGED_SHOWN = 5  # flagged levels a first screen names; the table lists every one
+
+
+def _lead(level: dict[str, Any]) -> str:
+    """How a flagged level's sentence begins: a level flagged worse whose mean delta went the
+    metric's wrong way holds the regression; one that went the right way only gained less."""
+    harmed = level["mean"] < 0 if registered(level["metric"]).higher_is_better else level["mean"] > 0
+    if level["verdict"] == "worse":
+        return "The regression is concentrated in" if harmed else "The candidate gained less in"
+    return "The candidate lost less in" if harmed else "The improvement is concentrated in"
+
+
+def _q_text(q: Any) -> str:
+    shown = p_value(q)
+    return f"q {shown}" if shown.startswith("<") else f"q = {shown}"
+
+
+def _slice_line(level: dict[str, Any]) -> dict[str, Any]:
+    """One level as the first screen and summary.md name it (plain values; the templates word it)."""
+    return {"topic": level["kind"] == "topic", "slice": level["slice"], "level": level["level"],
+            "label": registered(level["metric"]).label, "delta": level["mean"], "low": level["low"],
+            "high": level["high"], "rest": level["rest_mean"], "n": level["n"], "q": _q_text(level["q_value"]),
+            "set_aside": level["set_aside"], "lead": _lead(level) if level["verdict"] in ("worse", "better") else None}
+
+
+def _headline_first(names: list[str]) -> dict[str, int]:
+    """Each metric's place: headline metrics first, in the registry's order."""
+    order = [m.name for m in METRICS if m.headline] + [m.name for m in METRICS if not m.headline]
+    return {name: order.index(name) if name in order else len(order) for name in names}
+
+
+def slices_moved(doc: dict[str, Any]) -> dict[str, Any]:
+    """Which slices the change moved, for the first screen and summary.md: the flagged levels,
+    one line each with the other metrics that flag it (headline metrics first, then by q; at
+    most FLAGGED_SHOWN lines, `more` counts the rest); when
+    none is flagged, each compared headline metric's level that moved most (every metric's when
+    no headline metric was compared); or, without slices, why not."""
+    section = doc.get("slices")
+    if section is None:
+        return {"compared": False, "reason": f"this comparison (schema {doc['schema_version']}) was made before "
+                                             "comparisons had slices"}
+    if not section["compared"]:
+        return {"compared": False, "reason": section["reason"]}
+    place = _headline_first(section["metrics"])
+    flagged = sorted((level for level in section["levels"] if level["verdict"] in ("worse", "better")),
+                     key=lambda level: (place[level["metric"]], level["q_value"], -abs(level["difference"])))
+    # one line per flagged level and direction, with its first metric's numbers; the other
+    # metrics that flag it the same way are named after them
+    grouped: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for level in flagged:
+        key = (level["slice"], level["level"], level["verdict"])
+        if key in grouped:
+            grouped[key]["also"].append(registered(level["metric"]).label)
+        else:
+            grouped[key] = {**_slice_line(level), "also": []}
+    lines = list(grouped.values())
+    headline = {m.name for m in METRICS if m.headline}
+    moved = [level for level in section["moved_most"] if level["metric"] in headline] or section["moved_most"]
+    return {"compared": True, "reason": None, "n_tests": section["n_tests"], "n_flagged": section["n_flagged"],
+            "q_threshold": section["settings"]["q_threshold"], "min_n": section["settings"]["min_n"],
+            "confidence": section["settings"]["confidence"],
+            "flagged": lines[:FLAGGED_SHOWN], "more": max(len(lines) - FLAGGED_SHOWN, 0),
+            "moved_most": [_slice_line(level) for level in moved]}
+
+
+def slices_html(doc: dict[str, Any]) -> str:
+    """HTML for 05's first screen: the slices the change moved (slices_moved). Slice names and
+    levels are user text, escaped by the template."""
+    return render("compare_slices.html", **slices_moved(doc))
+
+
+def slices_table(doc: dict[str, Any]) -> pd.DataFrame:
+    """Every slice level of every compared metric: n, mean delta with its interval, the rest's
+    mean delta, the difference with its interval, q and the verdict. Empty without slices."""
+    section = doc.get("slices") or {"levels": [], "settings": None}
+    confidence = percent((section["settings"] or {}).get("confidence", doc["parameters"]["confidence"]))
+    rows = [{"metric": level["metric"], "slice": level["slice"], "level": level["level"], "n": level["n"],
+             "mean delta": level["mean"], f"{confidence} interval": interval(level["low"], level["high"]),
+             "rest": level["rest_mean"], "difference": level["difference"],
+             "difference interval": interval(level["difference_low"], level["difference_high"]),
+             "q": p_value(level["q_value"]), "verdict": level["verdict"]}
+            for level in section["levels"]]
+    return pd.DataFrame(rows, columns=["metric", "slice", "level", "n", "mean delta", f"{confidence} interval",
+                                       "rest", "difference", "difference interval", "q", "verdict"])

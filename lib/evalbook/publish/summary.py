@@ -8,8 +8,10 @@ missing, empty, cut or unscored; and links to the run's pages.
 `comparison_summary_md(comparison, baseline, candidate, links)` gives any pairing warning (few
 examples paired, other datasets: evalbook.compare.tables), the gate (or that none was applied),
 each compared metric's paired delta with its interval and how many examples got better, worse
-or stayed, the pass rates and counts of both runs, the three largest regressions with their
-question and both answers shortened (`shortened`), and links to the comparison's pages.
+or stayed, the slices the change moved (the flagged levels, or else the level that moved most:
+evalbook.compare.tables.slices_moved), the pass rates and counts of both runs, the three
+largest regressions with their question and both answers shortened (`shortened`), and links to
+the comparison's pages.
 
 Both render through templates (`summary_run.md`, `summary_comparison.md`); a run's from the
 same context as the report's first screen (evalbook.report.headline.first_screen). Numbers carry
@@ -31,7 +33,7 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from evalbook.compare.gate import PASS_SUFFIX
-from evalbook.compare.tables import pairing_warnings
+from evalbook.compare.tables import pairing_warnings, slices_moved
 from evalbook.escaping import shown_text
 from evalbook.files import write_new
 from evalbook.layout import SUMMARY_FILE
@@ -139,7 +141,8 @@ def comparison_summary_md(comparison: dict[str, Any], baseline: dict[str, Any], 
                   candidate_id=comparison["candidate"]["run_id"], pairing=comparison["pairing"],
                   warnings=pairing_warnings(comparison), gate=_gate(comparison),
                   confidence=comparison["parameters"]["confidence"], **_deltas(comparison),
-                  **_both_runs(baseline, candidate), regressions=_regressions(comparison),
+                  slices=slices_moved(comparison), **_both_runs(baseline, candidate),
+                  regressions=_regressions(comparison),
                   tolerance=comparison["parameters"]["tolerance"], links=_quoted(links))
 
 
