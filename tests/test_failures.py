@@ -17,8 +17,8 @@ import pytest
 import hostile
 from evalbook.publish.summary import run_summary_md
 from evalbook.report import figures
-from evalbook.report.failures import (FRAME_COLUMNS, flagged_levels, slices_frame, slices_table, where_it_fails,
-                                      where_it_fails_html)
+from evalbook.report.failures import (FRAME_COLUMNS, flagged_levels, slices_frame, slices_method_html, slices_table,
+                                      where_it_fails, where_it_fails_html)
 from test_summary import assert_renders_as_text, inline_children, parse
 
 METHOD = "Each level is tested against the rest of the run by permutation; q-values by Benjamini-Hochberg."
@@ -123,7 +123,9 @@ def test_each_flagged_level_reads_as_one_sentence_naming_its_slice_by_kind():
     assert "domain = nature" not in text and "software" not in text  # not flagged: only in the table
     assert "5 flagged in 6 tests (3 slices by 1 metric)" in text
     assert "1 of 7 levels had fewer than 10 examples on some metric: too few to tell" in text
-    assert METHOD in text
+    assert METHOD not in text  # under the table, not in the first screen
+    assert text_of(slices_method_html(report_with(section(ORDERED)))) == f"How the levels were tested: {METHOD}"
+    assert slices_method_html(report_with(None)) is None
 
 
 def test_the_names_are_emphasised_and_a_slice_named_with_an_equals_sign_takes_a_colon():
@@ -195,7 +197,9 @@ def test_one_test_and_one_slice_read_in_the_singular():
 
 def test_no_slices_no_levels_tested_and_an_old_report_each_say_so_in_one_sentence():
     assert text_of(where_it_fails_html(report_with(None))) == \
-        "Where it fails is not shown: this report has no slices (it was written before slices existed)."
+        "Where it fails is not shown: the report was written before slices existed."
+    assert text_of(where_it_fails_html({**report_with(None), "slices": None})) == \
+        "Where it fails is not shown: the run was not sliced."
     empty = section([], columns=[], metrics=["bertscore_f1"], notes=["region: one value ('north') in every example, "
                                                                     "so it is not a slice"])
     text = text_of(where_it_fails_html(report_with(empty)))
@@ -323,13 +327,10 @@ def test_the_forest_plot_of_forty_levels_stays_readable_and_hostile_names_draw_a
 
 
 def test_the_forest_plot_says_why_it_is_not_drawn():
-    reasons = {
-        "no slices": (report_with(None), "the report has no slices (it was written before slices existed)"),
-        "no column": (report_with(section([], columns=[], metrics=["bertscore_f1"])),
-                      "the run is not cut into any slice"),
-        "not tested": (report_with(section(ORDERED)), None),
-    }
-    for report, reason in list(reasons.values())[:2]:
+    reasons = [(report_with(None), "the report was written before slices existed"),
+               ({**report_with(None), "slices": None}, "the run was not sliced"),
+               (report_with(section([], columns=[], metrics=["bertscore_f1"])), "the run is not cut into any slice")]
+    for report, reason in reasons:
         assert figures.slice_forest(report, "bertscore_f1") is None
         assert figures.no_data_reason(report, functools.partial(figures.slice_forest, metric="bertscore_f1")) == reason
     report = report_with(section(ORDERED))

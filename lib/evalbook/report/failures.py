@@ -10,9 +10,9 @@ its interval, a Benjamini-Hochberg q-value and a verdict. This module says it in
   most certain first; its lowest examples are those of that first metric.
 - `where_it_fails(report)`: the context that `where_it_fails.html` (04_report) and summary.md
   (evalbook.publish.summary) render: the flagged levels, or what was tested when nothing was;
-  how many levels were too few to tell; the notes (columns skipped, why there are no topics);
-  the method.
-- `slices_frame(report)` and `slices_table(report)`: every level and metric as a table.
+  how many levels were too few to tell; the notes (columns skipped, why there are no topics).
+- `slices_frame(report)` and `slices_table(report)`: every level and metric as a table, and
+  `slices_method_html(report)`, how they were tested, for under it.
 
 A level is named by its slice's kind: a topic as "Questions about topic *refund · card · fee*",
 any other slice as "Examples with *domain = bank*". A level re-tested against a rest without
@@ -43,7 +43,8 @@ VERDICT_COLOURS = {WORSE: "background-color: #f8d7d3", BETTER: "background-color
 
 
 def slices_of(report: dict[str, Any]) -> dict[str, Any] | None:
-    """The report's `slices` section; None for a report written before slices existed."""
+    """The report's `slices` section; None for a run that was not sliced or a report written
+    before slices existed."""
     return report.get("slices")
 
 
@@ -129,26 +130,33 @@ def _notes(section: dict[str, Any]) -> list[str]:
 def where_it_fails(report: dict[str, Any]) -> dict[str, Any]:
     """The "Where it fails" section as plain values: `present` (False for a report without a
     slices section, when nothing else is set but `reason`), `flagged` (flagged_levels),
-    `n_tests`, `n_slices`, `n_metrics`; `tests`, `slices`, `metrics` and `levels` (the levels of
-    all slices) counted in words ("9 slices"); `too_few` (levels too few to tell on some
-    metric), `min_n`, `q_threshold`, `confidence`, `notes` and `method`."""
+    `n_tests`, `n_slices`; `tests`, `slices`, `metrics` and `levels` (the levels of all slices)
+    counted in words ("9 slices"); `too_few` (levels too few to tell on some metric), `min_n`,
+    `q_threshold` and `notes`."""
     section = slices_of(report)
     if not section:
-        return {"present": False, "reason": "this report has no slices (it was written before slices existed)",
-                "flagged": []}
+        reason = "the run was not sliced" if "slices" in report else "the report was written before slices existed"
+        return {"present": False, "reason": reason, "flagged": []}
     settings = section["settings"]
     n_levels = sum(len(column["levels"]) for column in section["columns"])
     return {"present": True, "reason": None, "flagged": flagged_levels(report),
-            "n_tests": section["n_tests"], "n_slices": len(section["columns"]), "n_metrics": len(section["metrics"]),
+            "n_tests": section["n_tests"], "n_slices": len(section["columns"]),
             "tests": counted(section["n_tests"], "test"), "slices": counted(len(section["columns"]), "slice"),
             "metrics": counted(len(section["metrics"]), "metric"), "levels": counted(n_levels, "level"),
             "too_few": _too_few(section), "min_n": settings["min_n"], "q_threshold": settings["q_threshold"],
-            "confidence": settings.get("confidence", 0.95), "notes": _notes(section), "method": section.get("method")}
+            "notes": _notes(section)}
 
 
 def where_it_fails_html(report: dict[str, Any]) -> str:
-    """The section's sentences, lowest examples, notes and method as an HTML fragment."""
+    """The section's sentences, lowest examples and notes as an HTML fragment."""
     return render("where_it_fails.html", **where_it_fails(report))
+
+
+def slices_method_html(report: dict[str, Any]) -> str | None:
+    """How the levels were tested (the section's `method`) as a small paragraph, for under the
+    table; None without slices."""
+    method = (slices_of(report) or {}).get("method")
+    return None if method is None else render("where_it_fails_method.html", method=method)
 
 
 # ---------------------------------------------------------------- every level as a table
