@@ -47,6 +47,8 @@ NOT_SCORE_KEYS = (
     # How the system under test is reached and how patiently, and what the runner starts for it.
     "generate.concurrency", "generate.timeout_seconds", "generate.max_retries", "generate.backoff_seconds",
     "generate.cache_path", "generate.start_server", "generate.service",
+    # How 04_report cuts the scores into slices and tests them: no score moves.
+    "slices",
 )
 
 # profile name -> version -> hash of its score-affecting keys. Keep the old versions' lines.

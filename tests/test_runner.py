@@ -188,6 +188,7 @@ def test_a_report_alone_from_an_earlier_day_also_holds_its_run_id(tmp_path):
     ("run_id=../x", "run_id: '../x' does not match"),
     ("models.bertscore.num_layers=99", "models.bertscore.num_layers is 99"),
     ("input_path=", "-p input_path= is empty"),
+    ("slices.by=[domain,nope]", "override -p slices.by names 'nope', not a column of"),
 ])
 def test_unusable_values_exit_2_before_anything_is_written(tmp_path, override, expected):
     outputs = tmp_path / "outputs"

@@ -201,3 +201,88 @@ def test_derived_slices():
     assert columns["source"] == [MISSING_LEVEL, "rephraser", MISSING_LEVEL, MISSING_LEVEL]
     no_retrieval = scored.assign(top_k_match=pd.array([None] * 4, dtype="boolean"))
     assert "retrieval at k = 5" not in {c.name for c in derived_slices(canonical.assign(source=None), no_retrieval, 5)}
+
+
+def report_inputs(n: int = 120, seed: int = 0):
+    """Report-shaped examples, with their canonical and scored tables: a `domain` column whose
+    level `bank` scores far lower, a one-valued `region`, and a topics record."""
+    rng = np.random.default_rng(seed)
+    domains = np.array(["bank", "council", "retail", "nature"])[np.arange(n) % 4]
+    f1 = rng.normal(0.7, 0.05, n) - np.where(domains == "bank", 0.3, 0.0)
+    examples = [{"id": f"e{i:03d}", "question": " ".join(["what"] * (i % 5)) + f" question {i}", "metadata": {"domain": str(d), "region": "north"},
+                 "retrieval": None, "judge": None,
+                 "answer_similarity": {"bertscore": {"precision": v, "recall": v, "f1": v}, "sentence_cosine": v}}
+                for i, (d, v) in enumerate(zip(domains, f1.tolist()))]
+    canonical = pd.DataFrame({"id": [e["id"] for e in examples], "question": [e["question"] for e in examples],
+                              "reference_answer": ["a reference of five words"] * n,
+                              "generated_answer": [" ".join(["w"] * (1 + i % 9)) for i in range(n)],
+                              "source": [None] * n})
+    scored = pd.DataFrame({"top_k_match": pd.array([None] * n, dtype="boolean"),
+                           "truncated_bertscore": [False] * n, "truncated_sentence": [False] * n})
+    topics = {"ids": [e["id"] for e in examples], "labels": [f"topic {i % 3}" for i in range(n)], "k": 3,
+              "silhouette": 0.2, "tried": {"3": 0.2}, "names": ["topic 0", "topic 1", "topic 2"], "reason": None}
+    return examples, canonical, scored, topics
+
+
+def test_the_report_section_flags_the_planted_level_names_its_lowest_and_gives_each_example_its_levels():
+    from evalbook.metrics import metric
+    from evalbook.report.slices import TOPIC_SLICE, report_slices
+
+    examples, canonical, scored, topics = report_inputs()
+    section, per_example = report_slices(
+        examples, canonical, scored, metrics=[metric("bertscore_f1")],
+        metadata_types={"domain": "string", "region": "string"}, by="auto", k=5, topics=topics)
+    assert [c["name"] for c in section["columns"]] == ["domain", "question length", "answer length", TOPIC_SLICE]
+    notes = " ".join(section["notes"])
+    assert "region: one value ('north')" in notes and "reference length: every example is" in notes
+    assert "truncated: every example is 'not truncated'" in notes
+    flagged = [(r["slice"], r["level"], r["verdict"]) for r in section["levels"] if r["verdict"] in (WORSE, BETTER)]
+    assert ("domain", "bank", WORSE) in flagged and all(slice_ == "domain" for slice_, _, _ in flagged)
+    bank = next(r for r in section["levels"] if r["level"] == "bank")
+    values = [e["answer_similarity"]["bertscore"]["f1"] for e in examples if e["metadata"]["domain"] == "bank"]
+    assert [low["value"] for low in bank["lowest"]] == sorted(values)[:3]
+    assert section["n_flagged"] == len(flagged) and section["n_tests"] == sum(
+        r["p_value"] is not None for r in section["levels"])
+    assert per_example[0] == {"domain": "bank", "question length": per_example[0]["question length"],
+                              "answer length": "[1, 3] words", TOPIC_SLICE: "topic 0"}
+    assert section["topics"]["k"] == 3 and section["settings"]["by"] == "auto"
+
+
+def test_the_report_section_without_topics_and_with_a_clashing_column_name():
+    from evalbook.metrics import metric
+    from evalbook.report.slices import report_slices
+
+    examples, canonical, scored, _ = report_inputs()
+    for example in examples:
+        example["metadata"]["answer length"] = "long" if example["id"] < "e060" else "short"
+    section, per_example = report_slices(
+        examples, canonical, scored, metrics=[metric("sentence_cosine")],
+        metadata_types={"domain": "string", "region": "string", "answer length": "string"},
+        by=["answer length"], k=5, topics=None)
+    assert [c["name"] for c in section["columns"]] == ["answer length", "question length",
+                                                        "answer length (derived)"]
+    assert section["topics"] is None and set(per_example[0]) == {c["name"] for c in section["columns"]}
+    with pytest.raises(UnusableInput, match="'product'.*domain, region, answer length"):
+        report_slices(examples, canonical, scored, metrics=[metric("sentence_cosine")],
+                      metadata_types={"domain": "string", "region": "string", "answer length": "string"},
+                      by=["product"], k=5, topics=None)
+    few = {"ids": [e["id"] for e in examples], "labels": None, "reason": "12 questions: topics need at least 30"}
+    section, _ = report_slices(examples, canonical, scored, metrics=[metric("sentence_cosine")],
+                               metadata_types={"domain": "string"}, by="auto", k=5, topics=few)
+    assert "topic (by meaning): no topics, 12 questions: topics need at least 30" in section["notes"]
+
+
+def test_retrieval_hit_or_miss_is_not_tested_on_top_k_match_which_defines_it():
+    from evalbook.metrics import metric
+    from evalbook.report.slices import report_slices
+
+    examples, canonical, scored, _ = report_inputs()
+    hits = [i % 3 != 0 for i in range(len(examples))]
+    for example, hit in zip(examples, hits):
+        example["retrieval"] = {"top_k_match": hit, "rank": 1 if hit else None}
+    scored = scored.assign(top_k_match=pd.array(hits, dtype="boolean"))
+    section, _ = report_slices(examples, canonical, scored, metrics=[metric("bertscore_f1"), metric("top_k_match")],
+                               metadata_types={"domain": "string"}, by="auto", k=5, topics=None)
+    tested = {(r["slice"], r["metric"]) for r in section["levels"]}
+    assert ("retrieval at k = 5", "bertscore_f1") in tested and ("domain", "top_k_match") in tested
+    assert ("retrieval at k = 5", "top_k_match") not in tested

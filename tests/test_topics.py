@@ -83,3 +83,10 @@ def test_every_question_gets_a_topic(n):
     questions, embeddings, _ = planted(n_per_topic=n // 4 + 1)
     topics = find_topics(embeddings[:n], questions[:n], seed=1)
     assert len(topics.labels) == n and topics.reason is None
+
+
+def test_k_is_tried_no_further_than_the_questions_over_the_smallest_testable_topic():
+    questions, embeddings, _ = planted()
+    capped = find_topics(embeddings, questions, seed=0, min_size=len(questions) // 3)
+    assert sorted(capped.tried) == [3]
+    assert sorted(find_topics(embeddings, questions, seed=0).tried) == list(range(3, 13))

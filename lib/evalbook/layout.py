@@ -55,6 +55,7 @@ CANONICAL = "canonical.parquet"  # 01_load: the evaluation set joined to the ans
 LOAD_SUMMARY = "load.json"
 SCORED = "scored.parquet"  # 02_score
 SCORING_SUMMARY = "scoring.json"
+TOPICS = "topics.json"  # 02_score: the questions grouped by meaning (evalbook.report.topics)
 PROVENANCE = "provenance.json"  # written by the runner before the stages
 JUDGE = "judge.json"  # 03_judge
 INTERACTIVE_REPORT = "report.json"  # 04_report run without a run folder writes its report here

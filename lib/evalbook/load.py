@@ -623,6 +623,21 @@ def metadata_of(table: pd.DataFrame) -> list[dict[str, Any]]:
     return [json.loads(text) for text in table[METADATA]]
 
 
+def metadata_column_names(input_path: str, predictions_path: str | None = None, split: str = "test") -> list[str]:
+    """The names of the columns that load_evaluation_set keeps as metadata from these files, in
+    file order (the examples file's first), without checking their values: what `slices.by`
+    may name. Reads the files whole, as 01_load does; a file that cannot be read is 01_load's
+    to report (LoadError)."""
+    names: list[str] = []
+    for path in (input_path, predictions_path):
+        if path is None:
+            continue
+        for column in read_records(path, split).columns:
+            if isinstance(column, str) and column not in READ_COLUMNS and column != "__row" and column not in names:
+                names.append(column)
+    return names
+
+
 # ---------------------------------------------------------------- building the table
 
 def _sample_positions(n_rows: int, limit: int | None, seed: int) -> np.ndarray:

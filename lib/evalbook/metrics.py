@@ -110,6 +110,9 @@ BY_NAME: dict[str, Metric] = {metric.name: metric for metric in METRICS}
 # Per-example flags that come with the similarity scores: columns of the scored table beside
 # the metrics, and `flags` of a report example when true.
 SCORE_FLAGS = ("generated_empty", "reference_empty", "truncated_bertscore", "truncated_sentence")
+# The scored table's column of question embeddings, while 02_score groups the questions into
+# topics (evalbook.report.topics); it is not written into scored.parquet.
+QUESTION_EMBEDDING = "question_embedding"
 
 
 def of_kind(kind: Kind) -> tuple[Metric, ...]:

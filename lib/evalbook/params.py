@@ -53,6 +53,7 @@ ADDED_KEYS: dict[str, Any] = {
     "judge.max_calls": None,
     "judge.max_cost_usd": None,
     "generate": {"enabled": False},
+    "slices": {"by": "auto", "topics": {"k": None}, "min_n": 10},
 }
 
 

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,16 +34,17 @@ from evalbook.judge.estimate import describe
 from evalbook.judge.stage import (judge_table, local_embedder, not_run, openai_embedder, server_reachable,
                                   settings_from)
 from evalbook.layout import (CANONICAL, GENERATED, GENERATION, INTERACTIVE_REPORT, JUDGE, LOAD_SUMMARY, PROVENANCE,
-                             SCORED, SCORING_SUMMARY, interactive_folder, report_path)
-from evalbook.metrics import names
+                             SCORED, SCORING_SUMMARY, TOPICS, interactive_folder, report_path)
+from evalbook.metrics import QUESTION_EMBEDDING, names
 from evalbook.params import (Profile, generate_cache_path, judge_cache_path, load_profile, local_outputs_root,
                              locate_profile)
 from evalbook.provenance import run_provenance
 from evalbook.redaction import profile_redactor
 from evalbook.replycache import ReplyCache
 from evalbook.report.document import build_report, write_report
+from evalbook.report.topics import find_topics
 from evalbook.score.models import resolve_model, resolve_profile_models
-from evalbook.stats import summarize
+from evalbook.stats import BOOTSTRAP, summarize
 
 class StageError(EvalbookError, RuntimeError):
     """A stage that cannot run, for example because its upstream artifact is missing."""
@@ -259,7 +261,8 @@ def run_score(ctx: StageContext) -> pd.DataFrame:
 
     scorer = AnswerScorer.from_profile(ctx.profile, resolve_profile_models(ctx.profile))
     scored = score_answers(canonical, scorer, ctx.profile["retrieval"]["k"],
-                           text_progress=not ctx.interactive)
+                           text_progress=not ctx.interactive,
+                           question_embeddings=ctx.profile["slices"]["topics"] is not False)
     return write_scores(ctx, scored, scorer.provenance.as_dict(), canonical)
 
 
@@ -269,10 +272,29 @@ def write_scores(ctx: StageContext, scored: pd.DataFrame, provenance: dict[str, 
     example's metadata, and `scoring.json`."""
     if scored["id"].tolist() != canonical["id"].tolist():
         raise StageError("the scores' ids do not match the canonical table's, row for row")
+    embeddings = scored.pop(QUESTION_EMBEDDING) if QUESTION_EMBEDDING in scored.columns else None
+    ctx.write_json(TOPICS, question_topics(ctx.profile, canonical, embeddings))
     scored = scored.assign(**{load_module.METADATA: canonical[load_module.METADATA].to_numpy()})
     ctx.write_table(SCORED, pa.Table.from_pandas(scored, preserve_index=False))
     ctx.write_json(SCORING_SUMMARY, provenance)
     return scored
+
+
+def question_topics(profile: Profile, canonical: pd.DataFrame, embeddings: pd.Series | None) -> dict[str, Any]:
+    """02_score's topics record (evalbook.report.topics): the questions grouped by meaning from
+    their embeddings, seeded with the bootstrap's seed; when the profile turns topics off,
+    a record that says so."""
+    setting = profile["slices"]["topics"]
+    ids = canonical["id"].tolist()
+    if setting is False:
+        return {"k": None, "k_setting": None, "silhouette": None, "seed": BOOTSTRAP.seed, "tried": {},
+                "names": None, "reason": "slices.topics is false", "ids": ids, "labels": None}
+    if embeddings is None:
+        raise StageError("the scores came without the questions' embeddings, which the topics need")
+    points = np.stack([np.asarray(row, dtype=np.float32) for row in embeddings])
+    found = find_topics(points, canonical["question"].tolist(), k=setting["k"], seed=BOOTSTRAP.seed,
+                        min_size=profile["slices"]["min_n"])
+    return found.as_record(ids, BOOTSTRAP.seed, setting["k"])
 
 
 def scored_table(ctx: StageContext) -> pd.DataFrame:
@@ -432,7 +454,21 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
                 "bertscore": scoring["bertscore_model"],
                 "sentence_transformer": scoring["sentence_transformer_model"]},
         canonical=canonical, scored=scored, load_counts=counts,
-        k=ctx.profile["retrieval"]["k"], provenance=provenance, judge=judged, generation=generation)
+        k=ctx.profile["retrieval"]["k"], provenance=provenance, judge=judged, generation=generation,
+        slicing=slicing(ctx, loaded))
+
+
+def slicing(ctx: StageContext, loaded: dict[str, Any]) -> dict[str, Any]:
+    """How 04_report slices the run: the profile's `slices`, 01_load's metadata types, and
+    02_score's topics (None when the profile turns them off)."""
+    settings = ctx.profile["slices"]
+    topics = None
+    if settings["topics"] is not False:
+        topics = ctx.read_json(TOPICS) if ctx.artifact(TOPICS).exists() else {
+            # a run scored before 02_score grouped the questions
+            "labels": None, "reason": "02_score did not group the questions (run it again)"}
+    return {"metadata_types": {column["name"]: column["type"] for column in loaded.get("metadata", [])},
+            "by": settings["by"], "min_n": settings["min_n"], "topics": topics}
 
 
 def save_report(ctx: StageContext, report: dict[str, Any]) -> Path:

@@ -42,6 +42,7 @@ from evalbook.errors import PublishFailed, RunFailed
 from evalbook.execution import NOTEBOOKS, execute_stage, mark_not_uploaded, rebuild_index
 from evalbook.files import write_new
 from evalbook.interrupts import RunInterrupted, interrupts_raised, signals_held
+from evalbook.load import LoadError, metadata_column_names
 from evalbook.layout import (ALL_STAGES, FAILED_MARKER, PROVENANCE, RUNNING_MARKER, STAGES, existing_run, params_file,
                              report_path, run_folder, run_json)
 from evalbook.params import (ParamsError, Profile, check_input_files, is_remote, load_profile, local_outputs_root,
@@ -143,6 +144,31 @@ def _check_remote_root(profile: Profile, run_id: str, log: TextIO) -> None:
         print(f"[evalbook] note: {note}", file=log, flush=True)
 
 
+def check_slices_by(profile: Profile, overrides: dict[str, Any]) -> None:
+    """Refuse (ParamsError, exit 2) a `slices.by` column that the input files do not have, listing
+    the columns they keep as metadata, before the run folder is written. Local files only, as
+    check_input_files: a remote input is read by 01_load, and 04_report refuses the column then.
+    With generate on, the answers do not exist yet: only the examples file is read."""
+    by = profile["slices"]["by"]
+    input_path = profile.path("input_path")
+    if by == "auto" or "://" in input_path:
+        return
+    predictions = None if profile["generate"]["enabled"] else profile.path("predictions_path")
+    if predictions is not None and "://" in predictions:
+        return
+    try:
+        present = metadata_column_names(input_path, predictions, profile["dataset"]["split"])
+    except LoadError:
+        return  # 01_load reports an unreadable file with its row and column
+    unknown = [name for name in by if name not in present]
+    if unknown:
+        origin = "override -p slices.by" if "slices.by" in overrides else f"{profile.source_path}: slices.by"
+        files = input_path + ("" if predictions is None else f" and {predictions}")
+        raise ParamsError(f"{origin} names {', '.join(repr(name) for name in unknown)}, not a column of "
+                          f"{files}; the columns kept as metadata are: {', '.join(present) or 'none'} "
+                          "(-p slices.by=auto slices by each of them)")
+
+
 def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> PlannedRun:
     """Every check a run needs before its folder is written; ParamsError (exit 2) on the first
     that fails: the profile and overrides, the local input files, the models and the BERTScore
@@ -151,6 +177,7 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
     parsed = parse_overrides(overrides)
     profile = load_profile(params_path, parsed, override_root=Path.cwd())
     check_input_files(profile, parsed)
+    check_slices_by(profile, parsed)
     models = resolve_profile_models(profile)
     values = resolved_values(profile)
     bertscore = values["models"]["bertscore"]

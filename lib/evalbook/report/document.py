@@ -14,11 +14,12 @@ from typing import Any
 import pandas as pd
 
 from evalbook.files import write_atomically
-from evalbook.metrics import METRICS, SCORE_FLAGS, names
+from evalbook.metrics import METRICS, SCORE_FLAGS, Metric, names
+from evalbook.report.slices import SliceSettings, report_slices
 from evalbook.stats import BOOTSTRAP, PERCENTILE_METHOD, mean_interval, rate, summarize
 from evalbook.validation import ReportError, validate_report
 
-SCHEMA_VERSION = "1.8"
+SCHEMA_VERSION = "1.9"
 INTERVAL_METHOD = (
     "percentile bootstrap of the mean over the examples with a value: numpy.random.default_rng(seed) "
     "draws `resamples` resamples of n indices with replacement; the interval is the (1 - confidence) / 2 "
@@ -77,10 +78,16 @@ def example_records(canonical: pd.DataFrame, scored: pd.DataFrame) -> list[dict[
     return records
 
 
+def headline_metrics(judged: dict[str, Any]) -> list[Metric]:
+    """The metrics a report gives intervals for and slices by: the similarity metrics, top-k
+    match and every judge metric the judge scored (`judged`: judge_summary.metrics)."""
+    return [m for m in METRICS if m.in_comparison and (m.kind != "judge" or m.name in judged)]
+
+
 def intervals(examples: list[dict[str, Any]], judged: dict[str, Any]) -> dict[str, Any]:
-    """Each mean of the report with its bootstrap interval: the similarity metrics, top-k match
-    and every judge metric the judge scored, from the examples' values (evalbook.metrics)."""
-    chosen = [m for m in METRICS if m.in_comparison and (m.kind != "judge" or m.name in judged)]
+    """Each mean of the report with its bootstrap interval (headline_metrics), from the
+    examples' values (evalbook.metrics)."""
+    chosen = headline_metrics(judged)
     settings = {"resamples": BOOTSTRAP.resamples, "seed": BOOTSTRAP.seed, "confidence": BOOTSTRAP.confidence}
     return {**settings, "method": INTERVAL_METHOD,
             "metrics": {m.name: mean_interval([m.value(e) for e in examples], **settings) for m in chosen}}
@@ -90,12 +97,15 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
                  models: dict[str, str], canonical: pd.DataFrame, scored: pd.DataFrame,
                  load_counts: dict[str, Any], k: int, provenance: dict[str, Any],
                  judge: dict[str, Any] | None = None,
-                 generation: dict[str, Any] | None = None) -> dict[str, Any]:
+                 generation: dict[str, Any] | None = None,
+                 slicing: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assemble the report; `timestamp` must be timezone-aware UTC.
 
     `judge` is 03_judge's result ({summary, models_judge, records}); without it the report
     says the judge did not run. `generation` is 00_generate's summary, None when the answers
-    were read from a file.
+    were read from a file. `slicing` says how the run is sliced (evalbook.report.slices):
+    `metadata_types` (01_load's), the profile's `by` and `min_n`, and 02_score's `topics`
+    record (None when topics are off); without it the report has no slices (`slices` null).
     """
     if timestamp.utcoffset() is None or timestamp.utcoffset().total_seconds() != 0:
         raise ReportError("the report timestamp must be timezone-aware UTC")
@@ -113,6 +123,17 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
         example["judge"] = judge["records"].get(example["id"])
     if judge["models_judge"] is not None:
         models = {**models, "judge": judge["models_judge"]}
+    slices = None
+    if slicing is not None:
+        slices, levels = report_slices(
+            examples, canonical, scored, metrics=headline_metrics(judge["summary"]["metrics"]),
+            metadata_types=slicing["metadata_types"], by=slicing["by"], k=k, topics=slicing["topics"],
+            settings=SliceSettings(min_n=slicing["min_n"], bootstrap=BOOTSTRAP))
+        for example, example_levels in zip(examples, levels):
+            example["slices"] = example_levels
+    else:
+        for example in examples:
+            example["slices"] = {}
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -127,6 +148,7 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
         "judge_summary": judge["summary"],
         "generation_summary": generation,
         "intervals": intervals(examples, judge["summary"]["metrics"]),
+        "slices": slices,
         "examples": examples,
         "provenance": {**provenance, "percentile_method": PERCENTILE_METHOD},
     }

@@ -325,7 +325,8 @@ def flag_levels(results: Sequence[LevelResult], higher_is_better: dict[str, bool
 
 
 def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]], higher_is_better: dict[str, bool],
-              settings: SliceSettings = SliceSettings()) -> list[LevelResult]:
+              settings: SliceSettings = SliceSettings(),
+              untested: frozenset[tuple[str, str]] = frozenset()) -> list[LevelResult]:
     """Every level of every slice for every metric of a run, flagged (flag_levels).
 
     Permutations come in two passes. The first draws settings.permutations for every test. Only
@@ -341,9 +342,13 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
     the other way is tested again against the rest without those levels (their names in
     `set_aside`), and the adjustment is made again over every test of the run. One pass: a level
     the second test no longer separates from the rest is "no clear difference"; a level that is
-    better (or worse) than the ordinary ones stays flagged."""
+    better (or worse) than the ordinary ones stays flagged.
+
+    `untested` holds (slice, metric) pairs left out: a slice defined by the metric itself
+    (retrieval hit or miss cuts top-k match into all 1s and all 0s)."""
     seed = settings.bootstrap.seed
-    tests = [_prepare(metrics[metric], slices[name], name, metric, settings) for metric in metrics for name in slices]
+    tests = [_prepare(metrics[metric], slices[name], name, metric, settings) for metric in metrics for name in slices
+             if (name, metric) not in untested]
     first = settings.permutations
     extreme = _extreme_counts(tests, first, np.random.default_rng([seed, 1]))
     p_values = [_p_values(test, counts, first) for test, counts in zip(tests, extreme)]
@@ -396,6 +401,7 @@ class SliceColumn:
     name: str
     kind: str
     levels: np.ndarray
+    untested: tuple[str, ...] = ()  # metrics this slice is not tested on: those that define it
 
 
 def metadata_slices(metadata: Sequence[dict[str, Any]], types: dict[str, str],
@@ -442,7 +448,8 @@ def derived_slices(canonical: pd.DataFrame, scored: pd.DataFrame, k: int) -> lis
     matches = scored["top_k_match"].tolist()
     if any(not is_missing(match) for match in matches):
         columns.append(SliceColumn(f"retrieval at k = {k}", DERIVED, np.asarray(
-            [MISSING_LEVEL if is_missing(match) else "hit" if match else "miss" for match in matches], dtype=object)))
+            [MISSING_LEVEL if is_missing(match) else "hit" if match else "miss" for match in matches], dtype=object),
+            untested=("top_k_match",)))
     truncated = (scored["truncated_bertscore"].fillna(False).astype(bool)
                  | scored["truncated_sentence"].fillna(False).astype(bool))
     columns.append(SliceColumn("truncated", DERIVED,
@@ -450,3 +457,113 @@ def derived_slices(canonical: pd.DataFrame, scored: pd.DataFrame, k: int) -> lis
     if canonical["source"].notna().any():
         columns.append(SliceColumn("source", DERIVED, categorical_levels(canonical["source"].tolist())))
     return columns
+
+
+# ---------------------------------------------------------------- the report's section
+
+TOPIC_SLICE = "topic (by meaning)"
+LOWEST = 3  # a flagged level lists this many of its lowest-scoring examples
+METHOD = (
+    "Each slice cuts the run into levels: a metadata column's values (numbers in quartiles), the "
+    "question, reference and answer lengths in tertiles of words, retrieval hit or miss at k, "
+    "truncated or not, the answer's source, and the questions' topics by meaning (k-means of their "
+    "sentence embeddings). For each level and metric: the mean over the level's examples with a "
+    "value and a stratified percentile bootstrap interval; the difference from the rest of the run "
+    "with its interval; and a two-sided permutation p-value, (1 + permutations at least as far from "
+    "0) / (1 + permutations), from shuffling the level labels. Every p-value of the run is adjusted "
+    "together with Benjamini-Hochberg; a level is flagged worse or better when q < q_threshold and "
+    "n >= min_n. A level under min_n is too few to tell and is not tested. Where a slice holds levels "
+    "flagged both ways, those flagged against the furthest one's direction are tested again against "
+    "the rest without it (set_aside).")
+
+
+def _one_level_note(column: SliceColumn) -> str | None:
+    levels = set(column.levels.tolist())
+    if len(levels) > 1:
+        return None
+    level = next(iter(levels), MISSING_LEVEL)
+    return f"{column.name}: every example is {level!r}, so it is not a slice"
+
+
+def _topic_column(topics: dict[str, Any] | None, ids: list[str], notes: list[str]) -> SliceColumn | None:
+    if topics is None:
+        return None
+    if topics.get("labels") is None:
+        notes.append(f"{TOPIC_SLICE}: no topics, {topics.get('reason')}")
+        return None
+    if topics["ids"] != ids:
+        raise ValueError("the topics' ids do not match the report's examples, row for row: run 02_score again")
+    return SliceColumn(TOPIC_SLICE, TOPIC, np.asarray(topics["labels"], dtype=object))
+
+
+def _lowest(result: LevelResult, values: Sequence[float | None], levels: np.ndarray,
+            examples: Sequence[dict[str, Any]], higher_is_better: bool) -> list[dict[str, Any]]:
+    """Up to LOWEST of the level's examples that score worst on the metric: id, question, value."""
+    members = [i for i, level in enumerate(levels) if level == result.level and values[i] is not None]
+    members.sort(key=lambda i: (values[i] if higher_is_better else -values[i], examples[i]["id"]))
+    return [{"id": examples[i]["id"], "question": examples[i]["question"], "value": float(values[i])}
+            for i in members[:LOWEST]]
+
+
+def report_slices(examples: Sequence[dict[str, Any]], canonical: pd.DataFrame, scored: pd.DataFrame, *,
+                  metrics: Sequence[Any], metadata_types: dict[str, str], by: str | Sequence[str],
+                  k: int, topics: dict[str, Any] | None,
+                  settings: SliceSettings = SliceSettings()) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The report's `slices` section (METHOD), and each example's level in every slice.
+
+    `examples` are the report's examples, aligned with `canonical` and `scored`; `metrics` the
+    registry's metrics to test (each with `.name`, `.value(example)`, `.higher_is_better`);
+    `metadata_types` the types 01_load gave the metadata columns; `by` the profile's
+    `slices.by`; `topics` 02_score's topics record (None: topics are off). An unknown `by` column is
+    UnusableInput (metadata_slices)."""
+    columns, notes = metadata_slices([e["metadata"] for e in examples], metadata_types,
+                                     None if by == "auto" else list(by))
+    taken = {column.name for column in columns}
+    for column in derived_slices(canonical, scored, k):
+        name = column.name if column.name not in taken else f"{column.name} (derived)"
+        column = replace(column, name=name)
+        note = _one_level_note(column)
+        if note is None:
+            columns.append(column)
+            taken.add(name)
+        else:
+            notes.append(note)
+    topic = _topic_column(topics, [e["id"] for e in examples], notes)
+    if topic is not None:
+        if topic.name in taken:
+            topic = replace(topic, name=f"{topic.name} (derived)")
+        note = _one_level_note(topic)
+        columns.append(topic) if note is None else notes.append(note)
+    values = {m.name: [m.value(e) for e in examples] for m in metrics}
+    directions = {m.name: m.higher_is_better for m in metrics}
+    untested = frozenset((c.name, metric) for c in columns for metric in c.untested)
+    results = slice_run(values, {c.name: c.levels for c in columns}, directions, settings, untested) if columns else []
+    by_name = {c.name: c for c in columns}
+    levels = []
+    for result in results:
+        record = result.as_dict()
+        record["kind"] = by_name[result.slice].kind
+        record["set_aside"] = list(result.set_aside)
+        record["lowest"] = (_lowest(result, values[result.metric], by_name[result.slice].levels, examples,
+                                    directions[result.metric]) if result.verdict in (WORSE, BETTER) else [])
+        levels.append(record)
+    boot = settings.bootstrap
+    section = {
+        "method": METHOD,
+        "settings": {"by": by if by == "auto" else list(by), "min_n": settings.min_n,
+                     "q_threshold": settings.q_threshold, "permutations": settings.permutations,
+                     "refined_permutations": refined_permutations(
+                         sum(r.p_value is not None for r in results), settings),
+                     "resamples": boot.resamples, "confidence": boot.confidence, "seed": boot.seed},
+        "metrics": [m.name for m in metrics],
+        "columns": [{"name": c.name, "kind": c.kind, "levels": sorted(set(c.levels.tolist()), key=_level_order)}
+                    for c in columns],
+        "notes": notes,
+        "topics": None if topics is None else {key: topics.get(key) for key in
+                                                ("k", "silhouette", "tried", "names", "reason")},
+        "n_tests": sum(r.p_value is not None for r in results),
+        "n_flagged": sum(r.verdict in (WORSE, BETTER) for r in results),
+        "levels": levels,
+    }
+    per_example = [{c.name: str(c.levels[i]) for c in columns} for i in range(len(examples))]
+    return section, per_example

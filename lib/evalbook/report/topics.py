@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 from sklearn.cluster import KMeans
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.metrics import silhouette_score
@@ -42,6 +43,14 @@ class Topics:
     silhouette: float | None
     tried: dict[int, float]
     reason: str | None = None
+    names: list[str] | None = None  # each topic's name, by topic number
+
+    def as_record(self, ids: Sequence[str], seed: int, k_setting: int | None) -> dict:
+        """What 02_score writes (layout.TOPICS) and 04_report reads: the choice and each
+        example's topic, by id."""
+        return {"k": self.k, "k_setting": k_setting, "silhouette": self.silhouette, "seed": seed,
+                "tried": {str(k): value for k, value in self.tried.items()}, "names": self.names,
+                "reason": self.reason, "ids": list(ids), "labels": self.labels}
 
 
 def _silhouette(points: np.ndarray, labels: np.ndarray, seed: int) -> float:
@@ -79,8 +88,10 @@ def topic_names(questions: Sequence[str], labels: np.ndarray, k: int, terms: int
 
 
 def find_topics(embeddings: np.ndarray, questions: Sequence[str], *, k: int | None = None,
-                seed: int = 0) -> Topics:
-    """The questions grouped by meaning (module docstring); `k` fixes the number of topics."""
+                seed: int = 0, min_size: int = 1) -> Topics:
+    """The questions grouped by meaning (module docstring); `k` fixes the number of topics.
+    Otherwise k is tried up to 12, and no further than the number of questions over `min_size`
+    (the slices' min_n): more topics than that would mostly be too small to test."""
     n = len(questions)
     if n < MIN_EXAMPLES:
         return Topics(None, None, None, {}, reason=f"{n} questions: topics need at least {MIN_EXAMPLES}")
@@ -89,7 +100,8 @@ def find_topics(embeddings: np.ndarray, questions: Sequence[str], *, k: int | No
         raise ValueError(f"{points.shape[0]} embeddings for {n} questions")
     distinct = len(np.unique(points.round(decimals=9), axis=0))
     low, high = K_RANGE
-    candidates = [k] if k is not None else list(range(low, min(high, distinct - 1) + 1))
+    upper = min(high, distinct - 1, max(low, n // max(min_size, 1)))
+    candidates = [k] if k is not None else list(range(low, upper + 1))
     if not candidates or candidates[0] < 2:
         return Topics(None, None, None, {}, reason=f"{distinct} distinct questions: too few to group")
     fits, tried = {}, {}
@@ -99,4 +111,25 @@ def find_topics(embeddings: np.ndarray, questions: Sequence[str], *, k: int | No
         tried[candidate] = _silhouette(points, labels, seed)
     best = max(candidates, key=lambda c: (tried[c], -c))
     names = topic_names(questions, fits[best], best)
-    return Topics([names[label] for label in fits[best]], best, tried[best], tried)
+    return Topics([names[label] for label in fits[best]], best, tried[best], tried, names=names)
+
+
+def topics_summary(record: dict) -> str:
+    """One sentence on 02_score's topics record: how many topics and how k was chosen, or why
+    there are none."""
+    if record.get("labels") is None:
+        return f"No topics by meaning: {record.get('reason')}."
+    how = (f"k = {record['k']} as set by slices.topics.k" if record.get("k_setting") is not None
+           else f"k = {record['k']}, the best silhouette of k = {min(map(int, record['tried']))}-"
+                f"{max(map(int, record['tried']))}")
+    return (f"{len(set(record['labels']))} topics by meaning over {len(record['labels'])} questions ({how}; "
+            f"silhouette {record['silhouette']:.3f}, seed {record['seed']}).")
+
+
+def topics_table(record: dict) -> pd.DataFrame:
+    """Each topic's name and its number of questions, largest first; empty without topics."""
+    if record.get("labels") is None:
+        return pd.DataFrame(columns=["topic", "questions"])
+    counts = pd.Series(record["labels"]).value_counts()
+    return pd.DataFrame({"topic": counts.index, "questions": counts.to_numpy()}).sort_values(
+        ["questions", "topic"], ascending=[False, True], ignore_index=True)

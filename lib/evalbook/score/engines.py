@@ -176,6 +176,7 @@ class ScoreBatches:
         self.staging = staging
         self.scorer = AnswerScorer.from_profile(profile, resolve_profile_models(profile))
         self.k = profile["retrieval"]["k"]
+        self.question_embeddings = profile["slices"]["topics"] is not False
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         if PART in batch.column_names:
@@ -198,7 +199,8 @@ class ScoreBatches:
         positions = batch.column(POSITION)
         frame = batch.drop_columns([POSITION]).to_pandas()
         before = self.counts()
-        scored = score_answers(frame, self.scorer, self.k, show_progress=False)
+        scored = score_answers(frame, self.scorer, self.k, show_progress=False,
+                               question_embeddings=self.question_embeddings)
         counts = {name: value - before[name] for name, value in self.counts().items()}
         counts[DEVICE_ROWS + str(self.scorer.device)] = len(frame)
         table = pa.Table.from_pandas(scored, preserve_index=False).append_column(POSITION, positions)

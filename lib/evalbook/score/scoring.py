@@ -48,7 +48,7 @@ from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
 from evalbook.errors import EvalbookError
-from evalbook.metrics import SCORE_FLAGS, names
+from evalbook.metrics import QUESTION_EMBEDDING, SCORE_FLAGS, names
 from evalbook.score.embcache import CacheStats, EmbeddingCache, MemoryLRU, entry_key, model_identity
 from evalbook.score.models import ResolvedModel, quiet_weight_loading
 from evalbook.score.onnxgraph import BACKENDS, OnnxForward, OnnxGraphCache, backend_versions
@@ -546,8 +546,27 @@ class AnswerScorer:
             rows.append(row)
         return pd.DataFrame(rows, columns=[*METRIC_COLUMNS, *SCORE_FLAGS])
 
+    def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32: each text's sentence embedding, the mean-pooled states the
+        sentence cosine compares, from the same memory and disk caches as the scores, so that a
+        text embedded before (as a question, an answer or a reference) is not encoded again.
+        Texts are stripped; an empty one is a row of zeros."""
+        stripped = [str(text).strip() for text in texts]
+        distinct = sorted({text for text in stripped if text})
+        ids, _ = self._sequences(self.sentence_encoder, distinct, self.sentence_max)
+        keys = {text: entry_key(self.sentence_encoder.model_id, self.sentence_layer, ids[text]) for text in distinct}
+        states = self._hidden_states({keys[text]: (self.sentence_encoder, self.sentence_layer, ids[text])
+                                      for text in distinct}, None)
+        if self.cache is not None:
+            self.cache.enforce_cap()
+        self._record_counts()
+        pooled = {text: mean_pool(states[keys[text]]) for text in distinct}
+        dim = next(iter(pooled.values())).shape[0] if pooled else int(self.sentence_encoder.config.hidden_size)
+        return np.stack([pooled[text] if text else np.zeros(dim, dtype=np.float32) for text in stripped]) \
+            if stripped else np.zeros((0, dim), dtype=np.float32)
+
     def _hidden_states(self, needs: dict[str, tuple[TokenEncoder, int, tuple[int, ...]]],
-                       progress: _PairProgress) -> dict[str, np.ndarray]:
+                       progress: _PairProgress | None) -> dict[str, np.ndarray]:
         """{entry key: float32 hidden states} for each need (encoder, layer, token sequence).
 
         Each entry comes from the memory LRU or the disk cache when it is there. Otherwise it
@@ -565,7 +584,8 @@ class AnswerScorer:
                 missing.setdefault(encoder, {}).setdefault(sequence, []).append((layer, key))
             else:
                 found[key] = array
-        progress.to_encode = sum(len(wanted) for wanted in missing.values())
+        if progress is not None:
+            progress.to_encode = sum(len(wanted) for wanted in missing.values())
         for encoder, wanted in missing.items():
             layers = sorted({layer for entries in wanted.values() for layer, _ in entries})
             states = encoder.hidden_states(list(wanted), layers, self.batch_size, progress)
@@ -581,12 +601,14 @@ class AnswerScorer:
 
 def score_answers(frame: pd.DataFrame, scorer: AnswerScorer, k: int,
                   show_progress: bool = True, text_progress: bool = False,
-                  chunk_size: int | None = None) -> pd.DataFrame:
+                  chunk_size: int | None = None, question_embeddings: bool = False) -> pd.DataFrame:
     """The scoring stage as one batch function: canonical table in, scored table out.
 
     Rows without a generated answer (no prediction) get missing metrics, never 0. Retrieval
     columns `rank` and `top_k_match` are filled where the row has retrieval results. Pairs are
-    scored `chunk_size` at a time (None: the scorer's), so memory stays bounded.
+    scored `chunk_size` at a time (None: the scorer's), so memory stays bounded. With
+    `question_embeddings`, the column QUESTION_EMBEDDING holds each question's sentence
+    embedding (a list of float32) for the topics by meaning (evalbook.report.topics).
     """
     has_answer = frame["generated_answer"].notna().to_numpy()
     answered = frame[has_answer]
@@ -606,4 +628,6 @@ def score_answers(frame: pd.DataFrame, scorer: AnswerScorer, k: int,
     retrieval = retrieval_columns(frame, k)
     result["rank"] = retrieval["rank"].to_numpy()
     result["top_k_match"] = retrieval["top_k_match"].to_numpy()
+    if question_embeddings:
+        result[QUESTION_EMBEDDING] = list(scorer.sentence_embeddings(frame["question"].tolist()).astype(np.float32))
     return result
