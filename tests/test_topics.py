@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
@@ -90,3 +91,43 @@ def test_k_is_tried_no_further_than_the_questions_over_the_smallest_testable_top
     capped = find_topics(embeddings, questions, seed=0, min_size=len(questions) // 3)
     assert sorted(capped.tried) == [3]
     assert sorted(find_topics(embeddings, questions, seed=0).tried) == list(range(3, 13))
+
+
+@pytest.mark.slow  # the scoring model
+def test_a_warm_run_groups_the_questions_again_from_the_cache_with_no_new_encoding(relocated_default_values,
+                                                                                  write_profile):
+    from evalbook.layout import TOPICS
+    from evalbook.pipeline import open_stage, run_score
+
+    values = {**relocated_default_values, "local_outputs_root": relocated_default_values["outputs_root"]}
+    ctx = open_stage(str(write_profile(values)))
+    run_score(ctx)
+    cold, cold_topics = ctx.read_json("scoring.json"), ctx.read_json(TOPICS)
+    assert cold_topics["labels"] is not None and len(cold_topics["labels"]) == len(set(cold_topics["ids"])) == 32
+    run_score(ctx)
+    warm, warm_topics = ctx.read_json("scoring.json"), ctx.read_json(TOPICS)
+    assert cold["sequences_encoded"] > 0 and warm["sequences_encoded"] == 0
+    assert warm["embedding_cache"]["writes"] == 0
+    assert warm_topics == cold_topics
+
+
+@pytest.mark.slow  # the scoring model
+def test_the_questions_embeddings_are_the_sentence_cosines(relocated_default_values, write_profile):
+    """What the topics cluster is the sentence model's embedding of each question: its cosine
+    with an answer's is the sentence cosine 02_score gives that pair."""
+    from evalbook.params import load_profile
+    from evalbook.score.models import resolve_profile_models
+    from evalbook.score.scoring import AnswerScorer, score_answers
+    from evalbook.score.similarity import pairwise_cosine
+
+    profile = load_profile(write_profile(relocated_default_values))
+    scorer = AnswerScorer.from_profile(profile, resolve_profile_models(profile))
+    texts = ["How often is the green bin collected?", "  Every other Tuesday.  ", ""]
+    embedded = scorer.sentence_embeddings(texts)
+    frame = pd.DataFrame({"id": ["a"], "question": [texts[0]], "generated_answer": [texts[1]],
+                          "reference_answer": [texts[0]], "retrieved_ids": [None], "gold_id": [None],
+                          "retrieved_contexts": [None]})
+    scored = score_answers(frame, scorer, 5, show_progress=False, question_embeddings=True)
+    assert pairwise_cosine(embedded[:1], embedded[1:2])[0] == pytest.approx(scored["sentence_cosine"][0], abs=1e-6)
+    assert np.array_equal(np.asarray(scored["question_embedding"][0]), embedded[0].astype(np.float32))
+    assert not embedded[2].any()
