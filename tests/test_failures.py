@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 import io
+import json
 import re
 
 import matplotlib.pyplot as plt
@@ -394,3 +395,34 @@ def test_the_context_is_one_for_the_page_and_the_summary():
     context = where_it_fails(report)
     assert context["present"] and context["n_tests"] == 6 and context["slices"] == "3 slices"
     assert copy.deepcopy(context) == where_it_fails(report)  # plain values, rebuilt the same
+
+
+# ---------------------------------------------------------------- a real run, in Chromium
+
+def test_the_no_code_report_shows_where_it_fails_in_the_first_screen(sample_runs):
+    """The sample's domain column and the derived slices reach 04_report's page: the section's
+    heading and its first sentence are on the first screen, after the headline, and a forest
+    plot and the table follow."""
+    from browser import first_screen
+
+    run = sample_runs.baseline
+    report = json.loads(run.report_path.read_text("utf-8"))
+    context = where_it_fails(report)
+    assert context["present"], "the sample run's report has no slices section"
+    assert "domain" in [column["name"] for column in report["slices"]["columns"]]
+    page = run.run_dir / "04_report.noinput.html"
+    seen = first_screen(page)
+    if context["flagged"]:
+        first = context["flagged"][0]
+        expected = f"{first['subject']} {first['name']} score {first['metrics'][0]['label']}"
+    else:
+        expected = f"Nothing is flagged: in {context['tests']} ({context['slices']} by {context['metrics']})"
+    above = seen["above"]
+    assert "Where it fails" in above and expected in above, above[-1500:]
+    assert above.index("95% interval") < above.index("Where it fails")  # after the headline
+    assert not seen["empty_tables"], seen["empty_tables"]
+    rest = seen["text"][seen["text"].index("Where it fails"):]
+    assert "mean [low, high]" in rest and "difference [low, high]" in rest  # the full table
+    assert "How the levels were tested" in rest
+    forests = sorted(path.name for path in (run.run_dir / "figures").glob("slices-*.png"))
+    assert forests == sorted(f"slices-{name}.png" for name in report["slices"]["metrics"])

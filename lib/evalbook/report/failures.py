@@ -32,10 +32,9 @@ from evalbook.escaping import readable_table, shown_text
 from evalbook.formatting import interval, number, p_value, signed
 from evalbook.metrics import BY_NAME
 from evalbook.metrics import metric as registered
+from evalbook.report.slices import BETTER, TOO_FEW, TOPIC, WORSE
 from evalbook.templating import render
 
-WORSE, BETTER, TOO_FEW = "worse", "better", "too few to tell"
-TOPIC = "topic"
 QUESTION_CHARACTERS = 300  # of a lowest example's question shown under its level
 FRAME_COLUMNS = ("slice", "level", "metric", "n", "mean [low, high]", "difference [low, high]", "q", "verdict")
 SUBJECTS = {True: "Questions about topic", False: "Examples with"}  # by whether the slice is the topics
@@ -78,8 +77,8 @@ def _metric_clause(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def flagged_levels(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The flagged levels (module docstring), each with: verdict, kind, slice, level, `before`
-    and `name` (level_name), `metrics` (label, mean, low, high, rest_mean, n and q of each
+    """The flagged levels (module docstring), each with: verdict, kind, slice, level, `name`
+    (level_name), `metrics` (label, mean, low, high, rest_mean, n and q of each
     flagged metric, most certain first, with `q_below` when q reads "< 0.001" and `set_aside`,
     the levels its "elsewhere" leaves out, each as (before, name)), `subject` (the words before
     the name: "Questions about topic" or "Examples with"), `lowest` (up to 3: id and question,
@@ -95,10 +94,10 @@ def flagged_levels(report: dict[str, Any]) -> list[dict[str, Any]]:
     for (verdict, slice_name, level), entries in groups.items():
         entries = sorted(entries, key=_rank)
         first = entries[0]
-        before, name = level_name(first["kind"], slice_name, level)
         flagged.append({
             "verdict": verdict, "kind": first["kind"], "slice": slice_name, "level": level,
-            "before": before, "name": name, "subject": SUBJECTS[first["kind"] == TOPIC], "metrics": [_metric_clause(entry) for entry in entries],
+            "subject": SUBJECTS[first["kind"] == TOPIC], "name": level_name(first["kind"], slice_name, level)[1],
+            "metrics": [_metric_clause(entry) for entry in entries],
             "lowest": [{"id": example["id"], "question": shown_text(example["question"], QUESTION_CHARACTERS)}
                        for example in first.get("lowest") or []],
             "lowest_label": registered(first["metric"]).label, "rank": _rank(first)})

@@ -40,6 +40,7 @@ from evalbook.metrics import metric as registered
 from evalbook.metrics import names
 from evalbook.report.failures import q_phrase
 from evalbook.report.reader import RunReport
+from evalbook.report.slices import BETTER, NO_CLEAR_DIFFERENCE, TOO_FEW, WORSE
 
 MAX_POINT_LABELS = 20  # above this many distinct points, labels would hide the points
 SIMILARITY_METRICS = names("similarity")
@@ -404,10 +405,10 @@ FOREST_LABEL_CHARACTERS = 40  # of a slice's or level's name on the forest plot'
 # red-blue diverging pair, the rest greys, so that no metric's colour reads as a verdict; the
 # metric's colour marks the run's mean.
 FOREST_STYLES = {
-    "worse": ("#b2182b", "D", True, "worse than the rest (flagged)"),
-    "better": ("#2166ac", "D", True, "better than the rest (flagged)"),
-    "no clear difference": ("0.3", "o", True, "no clear difference"),
-    "too few to tell": ("0.55", "o", False, "too few to tell (not tested)"),
+    WORSE: ("#b2182b", "D", True, "worse than the rest (flagged)"),
+    BETTER: ("#2166ac", "D", True, "better than the rest (flagged)"),
+    NO_CLEAR_DIFFERENCE: ("0.3", "o", True, "no clear difference"),
+    TOO_FEW: ("0.55", "o", False, "too few to tell (not tested)"),
 }
 
 
@@ -445,7 +446,7 @@ def _forest_points(ax, placed: list[tuple[float, dict[str, Any]]]) -> None:
                     markerfacecolor=shade if filled else "white", markersize=6, capsize=2.5, lw=1.4,
                     label=text, gid=f"levels:{verdict}", zorder=3)
     for y, entry in placed:
-        flagged = entry["verdict"] in ("worse", "better")
+        flagged = entry["verdict"] in (WORSE, BETTER)
         shown = f"n = {entry['n']}" + (f", {entry['verdict']}, {q_phrase(entry['q_value'])}" if flagged else "")
         ax.text(1.01, y, shown, transform=ax.get_yaxis_transform(), va="center", fontsize="x-small",
                 color=FOREST_STYLES[entry["verdict"]][0] if flagged else "0.35",
