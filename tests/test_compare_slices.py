@@ -131,13 +131,23 @@ def test_the_candidates_min_n_decides_which_levels_are_tested():
     assert "no slice level has 25 or more paired examples" in slices_html(doc)
 
 
-def test_moved_most_leaves_out_small_levels_and_a_level_holding_every_pair():
+def test_moved_most_leaves_out_small_levels_a_level_holding_every_pair_and_no_change():
     level = {"metric": "bertscore_f1", "n": 30, "mean": -0.05, "difference": -0.01}
     small = {**level, "n": 5, "mean": -0.9}
     whole = {**level, "n": 60, "mean": -0.5, "difference": None}
     larger = {**level, "mean": 0.07}
-    assert moved_most([small, whole, level, larger], min_n=10) == [larger]
-    assert moved_most([small], min_n=10) == []
+    assert moved_most([small, whole, level, larger], min_n=10, tolerance=1e-6) == [larger]
+    assert moved_most([small], min_n=10, tolerance=1e-6) == []
+    assert moved_most([{**level, "mean": 1e-7}], min_n=10, tolerance=1e-6) == []  # no change: nothing moved
+
+
+def test_a_metric_on_which_the_runs_agree_has_no_level_that_moved_most():
+    doc = planted({level: 0.0 for level in LEVELS}, noise=0.0)
+    assert doc["slices"]["compared"] and doc["slices"]["moved_most"] == []
+    html = slices_html(doc)
+    assert "no slice differs from the rest beyond chance (12 tests" in html
+    assert "No level's mean delta moved beyond the tolerance.</p></div>" in html
+    assert "No level's mean delta moved beyond the tolerance." in markdown_of(doc)
 
 
 def before_slices(report: dict) -> dict:

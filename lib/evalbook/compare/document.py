@@ -288,8 +288,8 @@ def build_comparison(baseline: RunReport | dict[str, Any], candidate: RunReport 
         "regressions": regressed,
         "deltas": long_deltas,
         "gate": None,
-        "slices": (slice_deltas(candidate, deltas_by_id, ids, Bootstrap(settings.resamples, settings.seed,
-                                                                        settings.confidence))
+        "slices": (slice_deltas(candidate, deltas_by_id, ids,
+                                Bootstrap(settings.resamples, settings.seed, settings.confidence), settings.tolerance)
                    if slices else unavailable("slices are not computed for a report's headline comparison")),
         "notes": _notes(baseline, candidate, pairing, questions_differ, gates["judge"]),
         "parameters": {"resamples": settings.resamples, "seed": settings.seed,

@@ -12,7 +12,8 @@ min_n, the candidate report's own (`slices.settings`).
 
 `moved_most` names, for each metric, the level whose mean delta is furthest from 0 among the
 levels with at least min_n pairs and a rest to compare with: what a reader looks at first when
-nothing is flagged.
+nothing is flagged. A metric whose every such level moved no further than the comparison's
+tolerance has none (the runs agree on it).
 """
 
 from __future__ import annotations
@@ -65,13 +66,13 @@ def _why_not(candidate: Mapping[str, Any], deltas: Mapping[str, Any]) -> str | N
     return None
 
 
-def moved_most(levels: Sequence[dict[str, Any]], min_n: int) -> list[dict[str, Any]]:
+def moved_most(levels: Sequence[dict[str, Any]], min_n: int, tolerance: float) -> list[dict[str, Any]]:
     """For each metric, in the order of `levels`, the level whose mean delta is furthest from 0
     among those with at least `min_n` pairs and a rest (a level holding every pair is the whole
-    comparison, not a slice of it); ties go to the first."""
+    comparison, not a slice of it) and a mean delta beyond `tolerance`; ties go to the first."""
     chosen: dict[str, dict[str, Any]] = {}
     for level in levels:
-        if level["n"] < min_n or level["difference"] is None:
+        if level["n"] < min_n or level["difference"] is None or abs(level["mean"]) <= tolerance:
             continue
         best = chosen.get(level["metric"])
         if best is None or abs(level["mean"]) > abs(best["mean"]):
@@ -80,12 +81,13 @@ def moved_most(levels: Sequence[dict[str, Any]], min_n: int) -> list[dict[str, A
 
 
 def slice_deltas(candidate: Mapping[str, Any], deltas: Mapping[str, Mapping[str, float]],
-                 paired_ids: Sequence[str], bootstrap: Bootstrap) -> dict[str, Any]:
+                 paired_ids: Sequence[str], bootstrap: Bootstrap, tolerance: float) -> dict[str, Any]:
     """The comparison's `slices` section (compare-v1 1.4).
 
     `candidate` is the candidate's report; `deltas` maps each compared metric to its paired
     deltas by example id (a pair without a value in both runs is absent); `paired_ids` are the
-    paired examples. Without slices in the candidate, the section says why (`unavailable`)."""
+    paired examples; `tolerance` the comparison's, below which a delta is no change. Without
+    slices in the candidate, the section says why (`unavailable`)."""
     reason = _why_not(candidate, deltas)
     if reason:
         return unavailable(reason)
@@ -112,7 +114,7 @@ def slice_deltas(candidate: Mapping[str, Any], deltas: Mapping[str, Mapping[str,
         "n_tests": sum(1 for level in levels if level["p_value"] is not None),
         "n_flagged": sum(1 for level in levels if level["verdict"] in ("worse", "better")),
         "levels": levels,
-        "moved_most": moved_most(levels, settings.min_n),
+        "moved_most": moved_most(levels, settings.min_n, tolerance),
     }
 
 
