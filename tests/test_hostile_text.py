@@ -123,7 +123,8 @@ def outputs(tmp_path_factory) -> Outputs:
 
 def pages_written(outputs: Outputs) -> dict[Path, list[str]]:
     """Every HTML page under the outputs root, with the hostile texts it must show in full."""
-    report_texts = [f"judge {SHOWN}", f"note {SHOWN}", f"1 {SHOWN}", f"question 1 {SHOWN}"]
+    # the last: a level of the metadata column's slice, in Where it fails' table of every level
+    report_texts = [f"judge {SHOWN}", f"note {SHOWN}", f"1 {SHOWN}", f"question 1 {SHOWN}", f"topic 1 {SHOWN}"]
     expected: dict[Path, list[str]] = {}
     for run in (outputs.baseline, outputs.candidate):
         expected[run.run_dir / "03_judge.html"] = [f"2 {SHOWN}", visible_controls(UNPARSED_REPLY),
