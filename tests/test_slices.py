@@ -286,3 +286,19 @@ def test_retrieval_hit_or_miss_is_not_tested_on_top_k_match_which_defines_it():
     tested = {(r["slice"], r["metric"]) for r in section["levels"]}
     assert ("retrieval at k = 5", "bertscore_f1") in tested and ("domain", "top_k_match") in tested
     assert ("retrieval at k = 5", "top_k_match") not in tested
+
+
+@pytest.mark.parametrize("first", ["truncated", "not truncated"])
+def test_in_a_two_level_slice_the_level_that_moved_is_flagged_not_its_mirror(first):
+    """Two levels are each other's rest: both differences are equally far from 0 with the same p.
+    The level furthest from the run's mean (the smaller one, which moved) keeps its flag; the
+    other, different only from it, is no clear difference: nothing else is left to test it on."""
+    rng = np.random.default_rng(3)
+    names = np.array(["truncated"] * 20 + ["not truncated"] * 40) if first == "truncated" else \
+        np.array(["not truncated"] * 40 + ["truncated"] * 20)
+    scores = rng.normal(0.7, 0.05, names.size) - np.where(names == "truncated", 0.2, 0.0)
+    results = {r.level: r for r in slice_run({"score": scores}, {"truncated": names}, {"score": True}, FAST)}
+    assert results["truncated"].verdict == WORSE and results["truncated"].set_aside == ()
+    mirror = results["not truncated"]
+    assert mirror.verdict == NO_CLEAR_DIFFERENCE and mirror.set_aside == ("truncated",)
+    assert mirror.p_value is not None and mirror.difference > 0

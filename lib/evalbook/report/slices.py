@@ -342,7 +342,9 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
     the other way is tested again against the rest without those levels (their names in
     `set_aside`), and the adjustment is made again over every test of the run. One pass: a level
     the second test no longer separates from the rest is "no clear difference"; a level that is
-    better (or worse) than the ordinary ones stays flagged.
+    better (or worse) than the ordinary ones stays flagged. A level with no other level left
+    once those are set aside (the other level of a two-level slice) differs only from them: it
+    keeps its p and q but is "no clear difference", with them in `set_aside`.
 
     `untested` holds (slice, metric) pairs left out: a slice defined by the metric itself
     (retrieval hit or miss cuts top-k match into all 1s and all 0s)."""
@@ -363,14 +365,18 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
                for result in _level_results(test, p, settings, np.random.default_rng([seed, 0, i]))]
     flagged = flag_levels(results, higher_is_better, settings)
     retested = list(flagged)
-    changed = False
+    mirrors: dict[int, tuple[str, ...]] = {}  # levels with nothing left to test them on once the others are aside
     for test in tests:
         group = [(i, r) for i, r in enumerate(flagged) if r.metric == test.metric and r.slice == test.slice]
         directions = {r.verdict for _, r in group} & {WORSE, BETTER}
         if len(directions) < 2:
             continue
-        furthest = max((r for _, r in group if r.verdict in (WORSE, BETTER)), key=lambda r: abs(r.difference))
+        # The level furthest from the run's mean: with two levels, each's difference from the
+        # other is as far from 0, and the smaller level is the one that moved.
+        run_mean = float(test.numbers.mean())
+        furthest = max((r for _, r in group if r.verdict in (WORSE, BETTER)), key=lambda r: abs(r.mean - run_mean))
         aside = {r.level for _, r in group if r.verdict == furthest.verdict}
+        named = tuple(sorted(aside, key=_level_order))
         kept = [level not in aside for level in slices[test.slice]]
         values = [value for value, keep in zip(metrics[test.metric], kept) if keep]
         levels = [level for level, keep in zip(slices[test.slice], kept) if keep]
@@ -378,12 +384,19 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
                                                               metric=test.metric, settings=settings,
                                                               permutations=refined, seed=seed + 1)}
         for i, result in group:
-            if result.verdict in (WORSE, BETTER) and result.level not in aside:
-                retested[i] = replace(again_results[result.level], set_aside=tuple(sorted(aside, key=_level_order)))
-                changed = True
-    if not changed:
+            if result.verdict not in (WORSE, BETTER) or result.level in aside:
+                continue
+            again = again_results.get(result.level)
+            if again is None or again.rest_n == 0:
+                mirrors[i] = named
+            else:
+                retested[i] = replace(again, set_aside=named)
+    if len(mirrors) == 0 and retested == flagged:
         return flagged
-    return flag_levels([replace(r, q_value=None, verdict=None) for r in retested], higher_is_better, settings)
+    final = flag_levels([replace(r, q_value=None, verdict=None) for r in retested], higher_is_better, settings)
+    for i, named in mirrors.items():
+        final[i] = replace(final[i], verdict=NO_CLEAR_DIFFERENCE, set_aside=named)
+    return final
 
 
 # ---------------------------------------------------------------- which slices a run is cut by
