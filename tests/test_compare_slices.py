@@ -97,7 +97,7 @@ def test_a_regression_planted_in_one_level_is_flagged_and_named_and_no_other():
     assert "; also on sentence cosine, BERTScore precision, BERTScore recall.</li>" in html
     assert "alpha" not in html and "charlie" not in html and "region" not in html
     text = markdown_of(doc)
-    assert "The regression is concentrated in *source = bravo* (Δ BERTScore F1" in text
+    assert "The regression is concentrated in **source = bravo** (Δ BERTScore F1" in text
     assert "alpha" not in text and "region" not in text
 
 
@@ -119,7 +119,7 @@ def test_a_uniform_shift_flags_nothing_but_names_the_level_that_moved_most():
     assert "regression is concentrated" not in html
     text = markdown_of(doc)
     assert f"No slice differs from the rest beyond chance ({section['n_tests']} tests" in text
-    assert f"BERTScore F1: *source = {most['level']}*, Δ {most['mean']:+.3f}" in text
+    assert f"BERTScore F1: **source = {most['level']}**, Δ {most['mean']:+.3f}" in text
 
 
 def test_the_candidates_min_n_decides_which_levels_are_tested():
@@ -239,7 +239,7 @@ def test_the_comparisons_summary_names_the_slice_after_the_deltas():
     candidate = sliced(make_report(dict(zip(ids, moved.tolist())), tag="cand"), {"source": sources})
     summary = comparison_summary_md(compare(baseline, candidate), baseline, candidate, [])
     assert summary.index("### Deltas") < summary.index("### By slice") < summary.index("### Both runs")
-    assert "- The regression is concentrated in *source = charlie* (Δ BERTScore F1 -0.2" in summary
+    assert "- The regression is concentrated in **source = charlie** (Δ BERTScore F1 -0.2" in summary
 
 
 def test_a_slice_the_candidate_did_not_test_on_a_metric_is_not_tested_on_its_deltas():
