@@ -220,7 +220,9 @@ def test_the_callable_class_scores_a_batch_as_the_local_engine_does(profile, can
     actor = ScoreBatches(profile)
     first, second = actor(block), actor(block)
     assert first.column(POSITION).to_pylist() == [4, 5, 6, 7]
-    result = first.drop_columns([POSITION, RECORD]).to_pandas()
+    # the questions' embeddings ride with the scores, for 02_score's topics
+    assert len(first.column("question_embedding")[0].as_py()) == 384
+    result = first.drop_columns([POSITION, RECORD, "question_embedding"]).to_pandas()
     assert_same_scores(result, local_scored.iloc[4:8].reset_index(drop=True))
     # Each batch carries its own record, on its first row: the second found its texts in memory.
     assert first.column(RECORD).null_count == second.column(RECORD).null_count == 3
@@ -518,6 +520,9 @@ def test_the_score_notebook_runs_with_the_ray_engine(tmp_path, profile, scorer):
     # Where the actors' rows were scored: all on the CPU here, and the report says so.
     assert scoring["device"] == "cpu" and scoring["rows_by_device"] == {"cpu": 6}
     assert report["provenance"]["scoring_device"] == "cpu"
+    # The actors embedded the questions for the topics (6 are too few to group: the reason says so).
+    topics = json.loads((run_dir / "topics.json").read_text())
+    assert topics["ids"] == canonical["id"].tolist() and "topics need at least 30" in topics["reason"]
 
 
 # ---------------------------------------------------------------- a shared folder for rows and scores
