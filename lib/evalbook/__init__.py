@@ -38,10 +38,12 @@ folder is spelled in `layout` alone. From the top:
                           intervals, permutation p-values and Benjamini-Hochberg flags
     topics                questions grouped by meaning (k-means, k by silhouette), each topic
                           named by its most distinctive terms (class-based TF-IDF)
+    failures              Where it fails in words, for 04 and summary.md
     figures, tables       what 04 shows
 - compare/              05_compare: gates, settings, the document (and    comparisons/
                         the earlier comparable run), tables and figure
     gate                  the opt-in regression gate (compare --fail-on)
+    slices                the slices a change moved: each level's paired deltas against the rest's
 - calibrate/            06_calibrate: a run against human labels          <run_id>/calibration/
     labels                reads and checks a labels file, matches it to a run
     agreement             rank, ROC, thresholds, kappa, alpha (scipy, scikit-learn, krippendorff)
@@ -59,7 +61,8 @@ folder is spelled in `layout` alone. From the top:
 - judge/                03_judge: client, the metric protocol, one        judge.json
                         module per judged metric, the local llama.cpp
                         server
-- score/                02_score                                          scored.parquet, scoring.json
+- score/                02_score; the questions' embeddings for topics    scored.parquet, scoring.json,
+                                                                          topics.json
     models                the pinned weights, resolved and sha256-checked
     scoring               the encoder pass; BERTScore and cosine per pair
     similarity, retrieval the metric math; top-k match and rank
