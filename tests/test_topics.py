@@ -131,3 +131,11 @@ def test_the_questions_embeddings_are_the_sentence_cosines(relocated_default_val
     assert pairwise_cosine(embedded[:1], embedded[1:2])[0] == pytest.approx(scored["sentence_cosine"][0], abs=1e-6)
     assert np.array_equal(np.asarray(scored["question_embedding"][0]), embedded[0].astype(np.float32))
     assert not embedded[2].any()
+
+
+def test_question_words_do_not_name_a_topic():
+    questions = ["How long does the refund take?", "How much does the refund cost?", "Did the refund arrive?",
+                 "How long does the bus take?", "How much does the bus ticket cost?", "Did the bus arrive?"]
+    names = topic_names(questions, np.array([0, 0, 0, 1, 1, 1]), 2)
+    assert names[0].startswith("refund") and names[1].startswith("bus")
+    assert not {"long", "does", "did", "much"} & {word for name in names for word in name.split(" \u00b7 ")}

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from sklearn.cluster import KMeans
-from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 from sklearn.metrics import silhouette_score
 from sklearn.preprocessing import normalize
 
@@ -31,6 +31,11 @@ K_RANGE = (3, 12)
 TERMS = 3  # terms in a topic's name
 SILHOUETTE_SAMPLE = 2_000
 SEPARATOR = " \u00b7 "  # a middle dot between a name's terms
+# scikit-learn's English stop words, and the words that make a sentence a question ("how long
+# does", "what did"), which every topic of questions shares and so would otherwise name them
+STOP_WORDS = sorted(ENGLISH_STOP_WORDS | {"can", "could", "did", "do", "does", "doing", "done", "get", "gets",
+                                          "got", "long", "many", "may", "might", "much", "must", "need",
+                                          "needs", "shall", "should", "will", "would"})
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ def topic_names(questions: Sequence[str], labels: np.ndarray, k: int, terms: int
     "topic <i>", and two topics of the same name get their number after it."""
     documents = [" ".join(q for q, label in zip(questions, labels) if label == topic) for topic in range(k)]
     try:
-        vectorizer = CountVectorizer(stop_words="english", token_pattern=r"(?u)\b[^\W\d_][\w'-]+\b")
+        vectorizer = CountVectorizer(stop_words=STOP_WORDS, token_pattern=r"(?u)\b[^\W\d_][\w'-]+\b")
         counts = vectorizer.fit_transform(documents).toarray().astype(float)
     except ValueError:  # no word left at all
         return [f"topic {topic + 1}" for topic in range(k)]
