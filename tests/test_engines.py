@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import psutil
 import pyarrow as pa
@@ -33,6 +34,7 @@ from evalbook.score.engines import (
     pool_size,
     summed_counts,
 )
+from evalbook.metrics import QUESTION_EMBEDDING
 from evalbook.load import canonical_arrow, load_evaluation_set, read_canonical
 from evalbook.score.models import resolve_profile_models
 from evalbook.params import ParamsError, load_profile
@@ -88,13 +90,31 @@ def as_stored(scored: pd.DataFrame) -> pd.DataFrame:
     return pa.Table.from_pandas(scored, preserve_index=False).to_pandas()
 
 
+# each question's embedding by the local engine's scorer, by id (local_scored fills it)
+LOCAL_EMBEDDINGS: dict[str, np.ndarray] = {}
+
+
 @pytest.fixture(scope="module")
 def local_scored(canonical, scorer, profile):
-    return as_stored(score_answers(canonical, scorer, profile["retrieval"]["k"], show_progress=False))
+    scored = score_answers(canonical, scorer, profile["retrieval"]["k"], show_progress=False,
+                           question_embeddings=True)
+    LOCAL_EMBEDDINGS.update(zip(scored["id"], scored.pop(QUESTION_EMBEDDING)))
+    return as_stored(scored)
+
+
+def question_embeddings(ids: list[str]) -> np.ndarray:
+    return np.stack([LOCAL_EMBEDDINGS[identifier] for identifier in ids])
 
 
 def assert_same_scores(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
+    """The same scores; Ray's table also carries the questions' embeddings for the topics (the
+    profile's slices.topics is on), each the local scorer's to TOLERANCE."""
     assert actual["id"].tolist() == expected["id"].tolist()
+    if QUESTION_EMBEDDING in actual.columns and QUESTION_EMBEDDING not in expected.columns:
+        embedded = np.stack([np.asarray(row) for row in actual[QUESTION_EMBEDDING]])
+        assert embedded.shape == (len(actual), 384)
+        assert np.abs(embedded - question_embeddings(actual["id"].tolist())).max() <= TOLERANCE
+        actual = actual.drop(columns=QUESTION_EMBEDDING)
     pd.testing.assert_frame_equal(actual, expected, check_exact=False, rtol=0, atol=TOLERANCE)
 
 
