@@ -9,10 +9,11 @@ BENCH_MEMORY_PAIRS ?= 20000
 BENCH_BACKEND ?=
 BENCH_JUDGE_EXAMPLES ?= 500
 BENCH_GENERATE_EXAMPLES ?= 320
+BENCH_SLICES_ROWS ?= 12000
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
   -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: run test test-fast bench bench-memory bench-judge bench-generate bench-run judge-server setup browser compare calibrate diff venv clean-venv
+.PHONY: run test test-fast bench bench-memory bench-judge bench-generate bench-run bench-slices judge-server setup browser compare calibrate diff venv clean-venv
 
 $(STAMP): pyproject.toml constraints.txt judge-model.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
@@ -117,6 +118,12 @@ bench-generate: setup
 # timed in this run; the ratio's target is 2.5 -> outputs/bench/run.json
 bench-run: setup
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_run.py
+
+# What slicing (6 metadata columns and topics) adds to 02_score's and 04_report's work on
+# 12,000 synthetic rows, cold and warm, in one run; target: at most 10% more time, and a warm run
+# makes 0 new encodings (exit 1 if it makes any) -> outputs/bench/slices.json
+bench-slices: setup
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_slices.py --rows $(BENCH_SLICES_ROWS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -25,6 +25,7 @@ import bench_generate  # noqa: E402
 import bench_judge  # noqa: E402
 import bench_run  # noqa: E402
 import bench_scoring  # noqa: E402
+import bench_slices  # noqa: E402
 from benchlib import perturb, synthetic_texts  # noqa: E402
 from standin_server import StandinServer, spawn_standin  # noqa: E402
 
@@ -227,6 +228,31 @@ def test_the_run_benchmark_floor_scores_the_32_sample_pairs():
     floor = bench_run.FLOOR.format(profile=str(ROOT / "params" / "default.yaml"))
     result = subprocess.run([sys.executable, "-c", floor], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
+
+
+# ---------------------------------------------------------------- the slices benchmark
+
+def test_the_slices_benchmark_rows_load_with_six_typed_metadata_columns_and_are_seeded(tmp_path):
+    from evalbook.load import load_evaluation_set
+
+    examples, predictions = bench_slices.synthetic_rows(200)
+    assert (examples, predictions) == bench_slices.synthetic_rows(200)
+    loaded = load_evaluation_set(str(bench_slices.write_jsonl(tmp_path / "e.jsonl", examples)),
+                                 str(bench_slices.write_jsonl(tmp_path / "p.jsonl", predictions)))
+    assert {c.name: c.type for c in loaded.metadata} == {
+        "product": "string", "difficulty": "string", "language": "string", "escalated": "boolean",
+        "latency_ms": "float", "turns": "integer"}
+    questions = loaded.table["question"].str.split().str.len()
+    assert questions.between(6, 25).all() and loaded.table["question"].nunique() == 200
+    truncated = [p["generated_answer"] for e, p in zip(examples, predictions) if e["product"] == "legacy"]
+    assert truncated and all(len(a.split()) < len(e["answer"].split())
+                             for a, e in zip(truncated, [e for e in examples if e["product"] == "legacy"]))
+
+
+def test_the_slices_benchmark_reports_the_added_share_against_the_target():
+    assert bench_slices.share({"total_seconds": 100.0}, {"total_seconds": 110.0}) == {
+        "added_seconds": 10.0, "added_share": 0.1, "target_share": 0.1, "meets_target": True}
+    assert bench_slices.share({"total_seconds": 100.0}, {"total_seconds": 111.0})["meets_target"] is False
 
 
 # ---------------------------------------------------------------- the generate benchmark

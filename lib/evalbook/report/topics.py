@@ -3,7 +3,10 @@
 `find_topics` clusters the questions' embeddings (the scoring model's, L2-normalised, so that
 k-means' Euclidean distance ranks as cosine does) with scikit-learn's KMeans, seeded. Unless k is
 given, it tries k = 3 to 12 and keeps the k with the highest silhouette (scikit-learn's
-silhouette_score, on a seeded sample of at most 2,000 questions; a tie keeps the smaller k).
+silhouette_score; a tie keeps the smaller k). Over 2,000 questions, k is chosen on a seeded sample
+of 2,000: each k is fitted and scored on the sample (`tried`), and only the chosen k is fitted on
+every question, its silhouette taken on the same sample. Fitting ten k with ten starts each on all of a
+12,000-question run took most of the time slicing adds to a run (docs/performance.md, Slices).
 
 Each topic is named by its 3 most distinctive terms, by class-based TF-IDF: the questions of a
 topic are one document, scikit-learn's CountVectorizer counts their words (English stop words
@@ -25,6 +28,7 @@ from sklearn.cluster import KMeans
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 from sklearn.metrics import silhouette_score
 from sklearn.preprocessing import normalize
+from threadpoolctl import threadpool_limits
 
 MIN_EXAMPLES = 30  # fewer questions than this are not grouped: the topics would be noise
 K_RANGE = (3, 12)
@@ -58,10 +62,36 @@ class Topics:
                 "reason": self.reason, "ids": list(ids), "labels": self.labels}
 
 
-def _silhouette(points: np.ndarray, labels: np.ndarray, seed: int) -> float:
-    sample = min(len(points), SILHOUETTE_SAMPLE)
-    return float(silhouette_score(points, labels, sample_size=sample if sample < len(points) else None,
-                                  random_state=seed))
+def _sample(n: int, seed: int) -> np.ndarray:
+    """The positions k is chosen on: all n, or a seeded sample of SILHOUETTE_SAMPLE, in order."""
+    if n <= SILHOUETTE_SAMPLE:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, SILHOUETTE_SAMPLE, replace=False))
+
+
+def _fit(points: np.ndarray, k: int, seed: int) -> np.ndarray:
+    return KMeans(n_clusters=k, random_state=seed, n_init=10).fit_predict(points)
+
+
+def _cluster(points: np.ndarray, candidates: list[int], seed: int) -> tuple[int, np.ndarray, float, dict[int, float]]:
+    """(k, each point's topic, the silhouette, each k tried with its silhouette): see the module
+    docstring. In one thread (OpenMP and BLAS): on a shared 2-core machine KMeans' threads wait on
+    each other (ten k on 2,000 questions took 46-66 s with 2 threads under load, 5-7 s with 1), and
+    one thread keeps the labels independent of the machine's core count."""
+    sample = _sample(len(points), seed)
+    tried: dict[int, float] = {}
+    with threadpool_limits(limits=1):
+        if len(candidates) > 1:
+            fits = {candidate: _fit(points[sample], candidate, seed) for candidate in candidates}
+            tried = {candidate: float(silhouette_score(points[sample], fits[candidate])) for candidate in candidates}
+            best = max(candidates, key=lambda c: (tried[c], -c))
+            labels = fits[best] if len(sample) == len(points) else _fit(points, best, seed)
+        else:
+            best = candidates[0]
+            labels = _fit(points, best, seed)
+        silhouette = float(silhouette_score(points[sample], labels[sample]))
+    tried.setdefault(best, silhouette)
+    return best, labels, silhouette, tried
 
 
 def topic_names(questions: Sequence[str], labels: np.ndarray, k: int, terms: int = TERMS) -> list[str]:
@@ -103,20 +133,16 @@ def find_topics(embeddings: np.ndarray, questions: Sequence[str], *, k: int | No
     points = normalize(np.asarray(embeddings, dtype=np.float64))
     if points.shape[0] != n:
         raise ValueError(f"{points.shape[0]} embeddings for {n} questions")
-    distinct = len(np.unique(points.round(decimals=9), axis=0))
+    # rows as bytes (+ 0.0 makes -0.0 equal 0.0): np.unique(axis=0) sorts and took seconds at 12,000
+    distinct = len({row.tobytes() for row in points.round(decimals=9) + 0.0})
     low, high = K_RANGE
     upper = min(high, distinct - 1, max(low, n // max(min_size, 1)))
     candidates = [k] if k is not None else list(range(low, upper + 1))
     if not candidates or candidates[0] < 2:
         return Topics(None, None, None, {}, reason=f"{distinct} distinct questions: too few to group")
-    fits, tried = {}, {}
-    for candidate in candidates:
-        labels = KMeans(n_clusters=candidate, random_state=seed, n_init=10).fit_predict(points)
-        fits[candidate] = labels
-        tried[candidate] = _silhouette(points, labels, seed)
-    best = max(candidates, key=lambda c: (tried[c], -c))
-    names = topic_names(questions, fits[best], best)
-    return Topics([names[label] for label in fits[best]], best, tried[best], tried, names=names)
+    best, labels, silhouette, tried = _cluster(points, candidates, seed)
+    names = topic_names(questions, labels, best)
+    return Topics([names[label] for label in labels], best, silhouette, tried, names=names)
 
 
 def topics_summary(record: dict) -> str:
