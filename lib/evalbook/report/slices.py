@@ -208,27 +208,43 @@ def _prepare(values: Sequence[Any], levels: Sequence[str], slice_name: str, metr
 
 def _extreme_counts(tests: Sequence[_Test], count: int, rng: np.random.Generator) -> list[np.ndarray]:
     """For each test, how many of `count` permutations give each level a difference at least as
-    far from 0 as the observed one. Tests of the same number of values share each permutation
-    (a uniformly random order of positions is one for any labels of that length), so the random
-    draws are made once per size, not once per slice and metric."""
+    far from 0 as the observed one.
+
+    Tests of the same number of values share each permutation (a uniformly random order of
+    positions is one for any labels of that length), so the random draws are made once per size.
+    Tests of the same values (one metric, cut by several slices) share the permuted values too:
+    each batch of permuted values is multiplied once by the one-hot matrix of all their slices'
+    levels, which gives every level's sum in every permutation (BLAS, where a bincount per slice
+    copied the permutation each time)."""
     counts = [np.zeros(test.sizes.size, dtype=np.int64) for test in tests]
-    by_size: dict[int, list[int]] = {}
+    by_size: dict[int, dict[bytes, list[int]]] = {}
     for i, test in enumerate(tests):
         if test.tested.any():
-            by_size.setdefault(test.n, []).append(i)
-    for n, members in by_size.items():
+            by_size.setdefault(test.n, {}).setdefault(test.numbers.tobytes(), []).append(i)
+    for n, by_values in by_size.items():
+        groups = []
+        for members in by_values.values():
+            onehot = np.zeros((n, sum(tests[i].sizes.size for i in members)))
+            offset = 0
+            for i in members:
+                onehot[np.arange(n), offset + tests[i].codes] = 1.0
+                offset += tests[i].sizes.size
+            groups.append((members, tests[members[0]].numbers, onehot))
         for start in range(0, count, BATCH):
             batch = min(BATCH, count - start)
-            order = rng.permuted(np.broadcast_to(np.arange(n), (batch, n)), axis=1)
-            offsets = np.arange(batch)[:, None]
-            for i in members:
-                test, k = tests[i], tests[i].sizes.size
-                flat = (test.codes[order] + k * offsets).ravel()
-                sums = np.bincount(flat, weights=np.tile(test.numbers, batch), minlength=batch * k).reshape(batch, k)
-                null = _differences(sums, test.sizes, np.full(batch, test.numbers.sum()), n)
+            # np.tile, not a broadcast view: the permuted rows come back in C order, and are the same
+            order = rng.permuted(np.tile(np.arange(n), (batch, 1)), axis=1)
+            for members, numbers, onehot in groups:
+                all_sums = numbers[order] @ onehot
+                total = np.full(batch, numbers.sum())
                 # as far from 0 as the observed difference, up to float error in the sums
-                tolerance = 1e-12 * max(1.0, float(np.abs(test.numbers).max()))
-                counts[i] += (np.abs(null) >= np.abs(test.observed)[None, :] - tolerance).sum(axis=0)
+                tolerance = 1e-9 * max(1.0, float(np.abs(numbers).max()))
+                offset = 0
+                for i in members:
+                    test, k = tests[i], tests[i].sizes.size
+                    null = _differences(all_sums[:, offset:offset + k], test.sizes, total, n)
+                    counts[i] += (np.abs(null) >= np.abs(test.observed)[None, :] - tolerance).sum(axis=0)
+                    offset += k
     return counts
 
 
@@ -380,9 +396,17 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
         kept = [level not in aside for level in slices[test.slice]]
         values = [value for value, keep in zip(metrics[test.metric], kept) if keep]
         levels = [level for level, keep in zip(slices[test.slice], kept) if keep]
+        # a first pass, then the refined one only where a flag is within reach, as for the run
         again_results = {r.level: r for r in slice_statistics(values, levels, slice_name=test.slice,
                                                               metric=test.metric, settings=settings,
-                                                              permutations=refined, seed=seed + 1)}
+                                                              seed=seed + 1)}
+        retested_p = [again_results[r.level].p_value for _, r in group
+                      if r.verdict in (WORSE, BETTER) and r.level not in aside and r.level in again_results
+                      and again_results[r.level].p_value is not None]
+        if retested_p and min(retested_p) <= reach:
+            again_results = {r.level: r for r in slice_statistics(values, levels, slice_name=test.slice,
+                                                                  metric=test.metric, settings=settings,
+                                                                  permutations=refined, seed=seed + 1)}
         for i, result in group:
             if result.verdict not in (WORSE, BETTER) or result.level in aside:
                 continue
