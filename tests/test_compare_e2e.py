@@ -28,6 +28,7 @@ from evalbook.publish.pages import external_references, noinput_path
 from evalbook.layout import COMPARISONS_DIR
 from evalbook.publish.catalog import collect_runs
 from evalbook.publish.index import build_index
+from evalbook.report.figures import forest_metrics
 from paths import DEFAULT_PROFILE, ROOT, TRUNCATED
 
 pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models
@@ -229,7 +230,10 @@ def test_the_no_code_comparison_opens_with_the_verdict(comparison, browser):
 def test_report_pages_open_offline_with_their_figures(runs, browser):
     run_dir = runs.candidate.run_dir
     drawn = {path.stem for path in (run_dir / "figures").glob("*.png")}
-    assert drawn == DRAWN_FIGURES
+    # and Where it fails' forest plot of each metric tested by slice
+    report = json.loads(runs.candidate.report_path.read_text("utf-8"))
+    forests = {f"slices-{name}" for name in forest_metrics(report)}
+    assert len(forests) >= 4 and drawn == DRAWN_FIGURES | forests
     report_notebook = nbformat.read(run_dir / "04_report.ipynb", as_version=4)
     printed = "".join(output.get("text", "") for cell in report_notebook.cells
                       for output in cell.get("outputs", []))
@@ -238,7 +242,7 @@ def test_report_pages_open_offline_with_their_figures(runs, browser):
         assert f"{name}: not drawn, the judge did not run: no judge server reachable" in printed
         assert f"{name}: not drawn, the judge did not run" in page_text(noinput)
     for page in (full, noinput):
-        seen = assert_opens_offline(page, browser, min_images=len(DRAWN_FIGURES))
+        seen = assert_opens_offline(page, browser, min_images=len(DRAWN_FIGURES | forests))
         assert seen["requests"] == [page.resolve().as_uri()]
     # The code input is in the full page only: its text, and the editor blocks that hold it.
     assert "from evalbook" in page_text(full) and "show_figure(" in page_text(full)
