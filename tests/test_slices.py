@@ -10,7 +10,7 @@ from scipy.stats import false_discovery_control, permutation_test
 
 from evalbook.report.slices import (BETTER, MISSING_LEVEL, NO_CLEAR_DIFFERENCE, TOO_FEW, WORSE, SliceSettings,
                                     categorical_levels, derived_slices, flag_levels, metadata_slices, quantile_levels,
-                                    slice_run, slice_statistics)
+                                    refined_permutations, slice_run, slice_statistics)
 from evalbook.errors import UnusableInput
 from evalbook.stats import Bootstrap
 
@@ -302,3 +302,61 @@ def test_in_a_two_level_slice_the_level_that_moved_is_flagged_not_its_mirror(fir
     mirror = results["not truncated"]
     assert mirror.verdict == NO_CLEAR_DIFFERENCE and mirror.set_aside == ("truncated",)
     assert mirror.p_value is not None and mirror.difference > 0
+
+
+def _drawn(p_value: float) -> int:
+    """The permutations behind an add-one p-value (1 + e) / (1 + N) whose N is a multiple of 1000."""
+    return next(n for n in range(1000, 200_001, 1000) if abs(p_value * (1 + n) - round(p_value * (1 + n))) < 1e-6)
+
+
+def test_only_a_test_whose_flag_is_undecided_draws_more_permutations():
+    """Three slices over 400 examples: one with no effect (every p far above any cutoff), one with a
+    level far worse (p at its floor, far under the cutoff) and one with a level whose p lies near
+    the Benjamini-Hochberg cutoff. Only the last draws past the first 1,000 permutations (up to
+    refined_permutations); the others keep their first round's p."""
+    rng = np.random.default_rng(11)
+    n = 400
+    noise = rng.choice(list("abcd"), n)
+    planted = np.array(["far"] * 40 + ["ordinary"] * (n - 40))
+    near = np.array(["near"] * 60 + ["other"] * (n - 60))
+    rng.shuffle(near)
+    scores = rng.normal(0.7, 0.1, n) - np.where(planted == "far", 0.3, 0.0)
+    # the near level's p is about 0.02, beside the cutoff of 0.025 (4 of 8 tests flagged)
+    scores = scores - np.where(near == "near", 0.025, 0.0)
+    settings = SliceSettings(permutations=1000, bootstrap=FAST.bootstrap)
+    results = slice_run({"m": scores}, {"noise": noise, "planted": planted, "near": near}, {"m": True}, settings)
+    by_slice: dict[str, list] = {}
+    for r in results:
+        if r.p_value is not None:
+            by_slice.setdefault(r.slice, []).append(r)
+    assert {_drawn(r.p_value) for r in by_slice["noise"]} == {1000}
+    assert {_drawn(r.p_value) for r in by_slice["planted"]} == {1000}
+    assert min(r.p_value for r in by_slice["planted"]) == pytest.approx(1 / 1001)
+    drawn = {_drawn(r.p_value) for r in by_slice["near"]}
+    assert len(drawn) == 1 and 1000 < drawn.pop() <= refined_permutations(8, settings)
+
+
+def test_a_slice_s_metrics_share_their_bootstrap_draws():
+    """Two metrics with the same values, cut by the same slice, get the same intervals: one draw of
+    each resample serves every metric of a slice, as with paired data it should."""
+    data = frame(seed=5)
+    values = data["score"].to_numpy()
+    results = slice_run({"a": values, "b": values.copy()}, {"topic": categorical_levels(data["topic"])},
+                        {"a": True, "b": True}, FAST)
+    a = {(r.level): (r.low, r.high, r.difference_low, r.difference_high) for r in results if r.metric == "a"}
+    b = {(r.level): (r.low, r.high, r.difference_low, r.difference_high) for r in results if r.metric == "b"}
+    assert a == b
+
+
+def test_the_stratified_bootstrap_interval_matches_the_normal_approximation_for_a_large_level():
+    """For 2,000 normal values in one level of two, the bootstrap interval of its mean is close to
+    mean +- 1.96 sd / sqrt(n), and the other level's to its own."""
+    rng = np.random.default_rng(12)
+    values = np.concatenate([rng.normal(0.5, 0.2, 2000), rng.normal(0.6, 0.1, 1000)])
+    levels = np.array(["x"] * 2000 + ["y"] * 1000)
+    settings = SliceSettings(bootstrap=Bootstrap(resamples=4000, seed=3, confidence=0.95), permutations=200)
+    for r in slice_statistics(values, levels, slice_name="s", metric="m", settings=settings):
+        own = values[levels == r.level]
+        half = 1.96 * own.std(ddof=1) / np.sqrt(own.size)
+        assert r.low == pytest.approx(own.mean() - half, abs=0.1 * half)
+        assert r.high == pytest.approx(own.mean() + half, abs=0.1 * half)

@@ -9,16 +9,18 @@ slice, `slice_statistics` gives each level:
 - the difference between the level's mean and the rest of the run's, with its interval;
 - a two-sided permutation p-value for that difference.
 
-Both come from one pass per slice and metric, which keeps a 12,000-example run cheap:
+Both are cheap enough for a 12,000-example run:
 
 - The bootstrap is stratified by level: each resample redraws every level's values from its own
   values, with replacement, so a level's resampled mean and the rest's (the other levels' resampled
   sums over their size) come from the same draws. Levels keep their sizes, as the interval is
-  about the means given how the run is cut.
+  about the means given how the run is cut. A slice's metrics share each resample's draws.
 - A permutation shuffles the level labels over the values once and gives every level's sum at
   once. Under the null that the label does not matter, a level's difference from the rest is
   a function of its sum; the p-value is (1 + the permutations at least as far from 0 as the
-  observed difference) / (1 + permutations), the add-one estimate that is never 0.
+  observed difference) / (1 + permutations), the add-one estimate that is never 0. Permutations
+  are drawn in rounds: a test whose flag the first round leaves undecided gets more, doubling,
+  up to refined_permutations (_tested_p_values).
 
 `flag_levels` adjusts every p-value of a run together with Benjamini-Hochberg
 (scipy.stats.false_discovery_control) and flags a level "worse" or "better" only when its
@@ -38,7 +40,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import false_discovery_control
+from scipy.stats import beta, false_discovery_control
 
 from evalbook.errors import UnusableInput
 from evalbook.formatting import is_missing
@@ -150,20 +152,6 @@ def _level_codes(levels: np.ndarray) -> tuple[list[str], np.ndarray]:
     return names, np.fromiter((index[name] for name in levels), dtype=np.int64, count=len(levels))
 
 
-def _stratified_sums(values: np.ndarray, codes: np.ndarray, k: int, resamples: int,
-                     rng: np.random.Generator) -> np.ndarray:
-    """(resamples, k): each level's sum in each stratified bootstrap resample."""
-    sums = np.zeros((resamples, k))
-    for code in range(k):
-        own = values[codes == code]
-        if own.size == 0:
-            continue
-        for start in range(0, resamples, BATCH):
-            stop = min(start + BATCH, resamples)
-            sums[start:stop, code] = own[rng.integers(0, own.size, size=(stop - start, own.size))].sum(axis=1)
-    return sums
-
-
 def _differences(level_sums: np.ndarray, sizes: np.ndarray, total_sums: np.ndarray, n: int) -> np.ndarray:
     """Each level's mean minus the rest's, from level sums (rows) and their totals."""
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -189,9 +177,18 @@ class _Test:
         return int(self.numbers.size)
 
 
+def _numbers(values: Sequence[Any]) -> np.ndarray:
+    """The values as float64, a missing one as NaN: numpy's conversion (None becomes NaN) where it
+    applies, else value by value (pandas' NA)."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.asarray([np.nan if is_missing(v) else float(v) for v in values], dtype=np.float64)
+
+
 def _prepare(values: Sequence[Any], levels: Sequence[str], slice_name: str, metric: str,
              settings: SliceSettings) -> _Test:
-    numbers = np.asarray([np.nan if is_missing(v) else float(v) for v in values], dtype=np.float64)
+    numbers = _numbers(values)
     labels = np.asarray(levels, dtype=object)
     if numbers.shape != labels.shape:
         raise ValueError(f"{len(numbers)} values but {len(labels)} levels")
@@ -204,6 +201,36 @@ def _prepare(values: Sequence[Any], levels: Sequence[str], slice_name: str, metr
     observed = _differences(sums[None, :], sizes, np.asarray([numbers.sum()]), n)[0] if k else np.zeros(0)
     return _Test(slice_name, metric, numbers, codes, names, sizes, sums, observed,
                  (sizes >= settings.min_n) & (sizes < n))
+
+
+def _bootstrap_sums(tests: Sequence[_Test], resamples: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """For each test, (resamples, k): each level's sum in each stratified bootstrap resample.
+
+    The tests must share their examples and levels (one slice, several metrics with values for
+    the same examples), so that one resample serves them all: each batch of resamples is drawn
+    once, as how many times each example is drawn (its level's size draws from its level, with
+    replacement), and each metric's level sums are those counts times its values (BLAS)."""
+    first = tests[0]
+    n, k = first.n, first.sizes.size
+    by_level = np.argsort(first.codes, kind="stable")  # each level's examples contiguous
+    values = np.stack([test.numbers[by_level] for test in tests], axis=1)  # (n, metrics)
+    starts = np.concatenate([[0], np.cumsum(first.sizes.astype(np.int64))])
+    sums = [np.zeros((resamples, k)) for _ in tests]
+    for start in range(0, resamples, BATCH):
+        batch = min(BATCH, resamples - start)
+        drawn = np.empty((batch, n), dtype=np.int64)
+        for code in range(k):
+            low, high = int(starts[code]), int(starts[code + 1])
+            if high > low:
+                drawn[:, low:high] = rng.integers(low, high, size=(batch, high - low), dtype=np.int32)
+        drawn += np.arange(batch, dtype=np.int64)[:, None] * n
+        counts = np.bincount(drawn.ravel(), minlength=batch * n).reshape(batch, n).astype(np.float64)
+        for code in range(k):
+            low, high = int(starts[code]), int(starts[code + 1])
+            level = counts[:, low:high] @ values[low:high]  # (batch, metrics)
+            for j, total in enumerate(sums):
+                total[start:start + batch, code] = level[:, j]
+    return sums
 
 
 def _extreme_counts(tests: Sequence[_Test], count: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -252,15 +279,14 @@ def _p_values(test: _Test, extreme: np.ndarray, count: int) -> np.ndarray:
     return np.where(test.tested, (1 + extreme) / (1 + count), np.nan)
 
 
-def _level_results(test: _Test, p_values: np.ndarray, settings: SliceSettings,
-                   rng: np.random.Generator) -> list[LevelResult]:
-    """The test's levels with their means, the stratified bootstrap intervals and `p_values`."""
-    k, n = test.sizes.size, test.n
-    boot = settings.bootstrap
-    resampled = _stratified_sums(test.numbers, test.codes, k, boot.resamples, rng)
+def _level_results(test: _Test, p_values: np.ndarray, resampled: np.ndarray,
+                   settings: SliceSettings) -> list[LevelResult]:
+    """The test's levels with their means, the intervals from `resampled` (its stratified
+    bootstrap level sums, _bootstrap_sums) and `p_values`."""
+    n = test.n
     means = resampled / test.sizes
     differences = _differences(resampled, test.sizes, resampled.sum(axis=1), n)
-    alpha = 1.0 - boot.confidence
+    alpha = 1.0 - settings.bootstrap.confidence
     bounds = [alpha / 2, 1 - alpha / 2]
     total = test.numbers.sum()
     results = []
@@ -281,6 +307,22 @@ def _level_results(test: _Test, p_values: np.ndarray, settings: SliceSettings,
     return results
 
 
+def _results(tests: Sequence[_Test], p_values: Sequence[np.ndarray], settings: SliceSettings,
+             seed: int) -> list[list[LevelResult]]:
+    """Each test's level results. Tests of one slice over the same examples (its metrics) share
+    their bootstrap resamples: each group draws its own seeded stream, in the order the groups
+    first appear."""
+    groups: dict[tuple[str, bytes], list[int]] = {}
+    for i, test in enumerate(tests):
+        groups.setdefault((test.slice, test.codes.tobytes()), []).append(i)
+    resampled: dict[int, np.ndarray] = {}
+    for number, members in enumerate(groups.values()):
+        sums = _bootstrap_sums([tests[i] for i in members], settings.bootstrap.resamples,
+                               np.random.default_rng([seed, 0, number]))
+        resampled.update(zip(members, sums))
+    return [_level_results(test, p, resampled[i], settings) for i, (test, p) in enumerate(zip(tests, p_values))]
+
+
 def slice_statistics(values: Sequence[Any], levels: Sequence[str], *, slice_name: str, metric: str,
                      settings: SliceSettings = SliceSettings(), permutations: int | None = None,
                      seed: int | None = None) -> list[LevelResult]:
@@ -292,26 +334,90 @@ def slice_statistics(values: Sequence[Any], levels: Sequence[str], *, slice_name
     seed = settings.bootstrap.seed if seed is None else seed
     count = settings.permutations if permutations is None else permutations
     (extreme,) = _extreme_counts([test], count, np.random.default_rng([seed, 1]))
-    return _level_results(test, _p_values(test, extreme, count), settings, np.random.default_rng([seed, 0]))
+    (results,) = _results([test], [_p_values(test, extreme, count)], settings, seed)
+    return results
 
 
 def refined_permutations(n_tests: int, settings: SliceSettings = SliceSettings()) -> int:
-    """The permutations of a test that the first pass found within reach of significance (see
-    slice_run): ten times the first pass's, and at least enough that the smallest p-value they
-    can give, 1 / (1 + R), is half the first Benjamini-Hochberg threshold of `n_tests` tests."""
+    """The permutations of a test whose first pass left a flag undecided (see slice_run): ten
+    times the first pass's, and at least enough that the smallest p-value they can give,
+    1 / (1 + R), is half the first Benjamini-Hochberg threshold of `n_tests` tests."""
     return max(10 * settings.permutations, math.ceil(2 * n_tests / settings.q_threshold))
 
 
-def _reach(first_p: np.ndarray, n_tests: int, first: int, settings: SliceSettings) -> float:
-    """The largest first-pass p-value that a second pass could bring under the Benjamini-Hochberg
-    threshold: that threshold is at most q * c / m when c levels have p under q (the only ones
-    that can be flagged, since q >= p), plus three standard errors of a p estimated from
-    `first` permutations, so that Monte Carlo error does not decide."""
-    if n_tests == 0:
-        return -1.0
-    candidates = int((first_p < settings.q_threshold).sum())
-    threshold = settings.q_threshold * max(candidates, 1) / n_tests
-    return threshold + 3 * math.sqrt(max(threshold, 1 / (1 + first)) / first)
+MONTE_CARLO_CONFIDENCE = 0.999  # of the bounds on a permutation p-value that decide what is refined
+
+
+def _monte_carlo_bounds(extreme: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Clopper-Pearson bounds on the probability that a permutation is as extreme, from `extreme`
+    of `count`; the upper bound is at least the p-value reported, (1 + extreme) / (1 + count)."""
+    alpha = 1 - MONTE_CARLO_CONFIDENCE
+    e = extreme.astype(np.float64)
+    low = np.where(e > 0, beta.ppf(alpha / 2, np.maximum(e, 1), count - e + 1), 0.0)
+    high = np.where(e < count, beta.ppf(1 - alpha / 2, e + 1, np.maximum(count - e, 1)), 1.0)
+    return low, np.maximum(high, (1 + e) / (1 + count))
+
+
+def _bh_cutoff(p_values: np.ndarray, settings: SliceSettings) -> float:
+    """The largest p-value Benjamini-Hochberg rejects at q_threshold among `p_values`, as the
+    threshold q * R / m (-1 when it rejects none)."""
+    m = p_values.size
+    ordered = np.sort(p_values)
+    passing = np.nonzero(ordered <= settings.q_threshold * np.arange(1, m + 1) / max(m, 1))[0]
+    return settings.q_threshold * (int(passing[-1]) + 1) / m if passing.size else -1.0
+
+
+@dataclass(frozen=True)
+class _Cutoffs:
+    """Benjamini-Hochberg's cutoff on every tested level's upper bound (`sure`: a level under it
+    is flagged whatever the true p-values within the bounds are, since lowering p-values never
+    takes a rejection away) and on their lower bounds (`possible`: a level over it is never
+    flagged). A level between the two is undecided: more permutations can change its flag."""
+
+    sure: float
+    possible: float
+
+    def undecided(self, test: _Test, extreme: np.ndarray, count: int) -> bool:
+        low, high = _monte_carlo_bounds(extreme, count)
+        return bool((test.tested & (low <= self.possible) & (high > self.sure)).any())
+
+
+def _cutoffs(tests: Sequence[_Test], extreme: Sequence[np.ndarray], counts: Sequence[int],
+             settings: SliceSettings) -> _Cutoffs:
+    bounds = [_monte_carlo_bounds(e, c) for e, c in zip(extreme, counts)]
+    lows = np.concatenate([low[t.tested] for t, (low, _) in zip(tests, bounds)] or [np.zeros(0)])
+    highs = np.concatenate([high[t.tested] for t, (_, high) in zip(tests, bounds)] or [np.zeros(0)])
+    return _Cutoffs(sure=_bh_cutoff(highs, settings), possible=_bh_cutoff(lows, settings))
+
+
+def _tested_p_values(tests: Sequence[_Test], settings: SliceSettings, rng_seed: int, most: int,
+                     cutoffs: _Cutoffs | None = None) -> tuple[list[np.ndarray], _Cutoffs]:
+    """Each test's permutation p-values, drawn in rounds. The first round draws
+    settings.permutations for every test. Each later round doubles the permutations of each test
+    with a level whose flag is still undecided (_Cutoffs over the run's tests as they now stand,
+    or the fixed `cutoffs` when given), up to `most`, and its p-value counts all its
+    permutations. So most tests stop after the first round, and only a level near the
+    adjustment's cutoff draws `most`: the resolution is bought where a flag depends on it."""
+    first = settings.permutations
+    extreme = _extreme_counts(tests, first, np.random.default_rng([rng_seed, 1]))
+    drawn = [first] * len(tests)
+    fixed = cutoffs
+    for round_ in range(1, 64):
+        cutoffs = fixed or _cutoffs(tests, extreme, drawn, settings)
+        target = min(first << round_, most)
+        more: dict[int, list[int]] = {}
+        for i, test in enumerate(tests):
+            if drawn[i] < target and cutoffs.undecided(test, extreme[i], drawn[i]):
+                more.setdefault(target - drawn[i], []).append(i)
+        if not more:
+            break
+        for number, (count, members) in enumerate(sorted(more.items())):
+            for i, e in zip(members, _extreme_counts([tests[i] for i in members], count,
+                                                     np.random.default_rng([rng_seed, 2, round_, number]))):
+                extreme[i] = extreme[i] + e
+                drawn[i] += count
+    assert cutoffs is not None
+    return [_p_values(test, e, count) for test, e, count in zip(tests, extreme, drawn)], cutoffs
 
 
 # ---------------------------------------------------------------- the run's flags
@@ -345,10 +451,9 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
               untested: frozenset[tuple[str, str]] = frozenset()) -> list[LevelResult]:
     """Every level of every slice for every metric of a run, flagged (flag_levels).
 
-    Permutations come in two passes. The first draws settings.permutations for every test. Only
-    a test with a level whose p could still pass the adjustment (`_reach`) is drawn again,
-    freshly and with refined_permutations, and its p-values replace the first pass's. Each p is a
-    permutation test's; the second pass only buys resolution where the adjustment needs it.
+    Permutations come in two passes (_tested_p_values): every test's first pass, then a fresh,
+    longer one (refined_permutations) only for the tests whose first pass leaves a flag
+    undecided, which at 12,000 examples is a few of some 250.
 
     Then one correction for what comparing a level with the rest does to the other levels. When
     one level is much worse, every other level is better than a rest that holds it, and with
@@ -367,20 +472,13 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
     seed = settings.bootstrap.seed
     tests = [_prepare(metrics[metric], slices[name], name, metric, settings) for metric in metrics for name in slices
              if (name, metric) not in untested]
-    first = settings.permutations
-    extreme = _extreme_counts(tests, first, np.random.default_rng([seed, 1]))
-    p_values = [_p_values(test, counts, first) for test, counts in zip(tests, extreme)]
     n_tests = int(sum(test.tested.sum() for test in tests))
-    reach = _reach(np.concatenate([p[~np.isnan(p)] for p in p_values] or [np.zeros(0)]), n_tests, first, settings)
-    near = [i for i, p in enumerate(p_values) if np.nanmin(p, initial=np.inf) <= reach]
     refined = refined_permutations(n_tests, settings)
-    again = _extreme_counts([tests[i] for i in near], refined, np.random.default_rng([seed, 2]))
-    for i, counts in zip(near, again):
-        p_values[i] = _p_values(tests[i], counts, refined)
-    results = [result for i, (test, p) in enumerate(zip(tests, p_values))
-               for result in _level_results(test, p, settings, np.random.default_rng([seed, 0, i]))]
+    p_values, cutoffs = _tested_p_values(tests, settings, seed, refined)
+    results = [r for rs in _results(tests, p_values, settings, seed) for r in rs]
     flagged = flag_levels(results, higher_is_better, settings)
-    retested = list(flagged)
+    # the re-tests: (the levels' indices in `flagged`, the names set aside, the test without them)
+    retests: list[tuple[list[int], tuple[str, ...], _Test]] = []
     mirrors: dict[int, tuple[str, ...]] = {}  # levels with nothing left to test them on once the others are aside
     for test in tests:
         group = [(i, r) for i, r in enumerate(flagged) if r.metric == test.metric and r.slice == test.slice]
@@ -394,30 +492,26 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
         aside = {r.level for _, r in group if r.verdict == furthest.verdict}
         named = tuple(sorted(aside, key=_level_order))
         kept = [level not in aside for level in slices[test.slice]]
-        values = [value for value, keep in zip(metrics[test.metric], kept) if keep]
-        levels = [level for level, keep in zip(slices[test.slice], kept) if keep]
-        # a first pass, then the refined one only where a flag is within reach, as for the run
-        again_results = {r.level: r for r in slice_statistics(values, levels, slice_name=test.slice,
-                                                              metric=test.metric, settings=settings,
-                                                              seed=seed + 1)}
-        retested_p = [again_results[r.level].p_value for _, r in group
-                      if r.verdict in (WORSE, BETTER) and r.level not in aside and r.level in again_results
-                      and again_results[r.level].p_value is not None]
-        if retested_p and min(retested_p) <= reach:
-            again_results = {r.level: r for r in slice_statistics(values, levels, slice_name=test.slice,
-                                                                  metric=test.metric, settings=settings,
-                                                                  permutations=refined, seed=seed + 1)}
-        for i, result in group:
-            if result.verdict not in (WORSE, BETTER) or result.level in aside:
-                continue
-            again = again_results.get(result.level)
-            if again is None or again.rest_n == 0:
+        again = _prepare([value for value, keep in zip(metrics[test.metric], kept) if keep],
+                         [level for level, keep in zip(slices[test.slice], kept) if keep],
+                         test.slice, test.metric, settings)
+        others = [i for i, r in group if r.verdict in (WORSE, BETTER) and r.level not in aside]
+        retests.append((others, named, again))
+    if not retests:
+        return flagged
+    # one batch, so that re-tests of one slice over several metrics share their draws, and
+    # refined only where a flag is undecided by the run's cutoffs
+    again_tests = [again for _, _, again in retests]
+    again_p, _ = _tested_p_values(again_tests, settings, seed + 1, refined, cutoffs)
+    for (others, named, again), levels in zip(retests, _results(again_tests, again_p, settings, seed + 1)):
+        by_level = {r.level: r for r in levels}
+        for i in others:
+            result = by_level.get(flagged[i].level)
+            if result is None or result.rest_n == 0:
                 mirrors[i] = named
             else:
-                retested[i] = replace(again, set_aside=named)
-    if len(mirrors) == 0 and retested == flagged:
-        return flagged
-    final = flag_levels([replace(r, q_value=None, verdict=None) for r in retested], higher_is_better, settings)
+                flagged[i] = replace(result, set_aside=named)
+    final = flag_levels([replace(r, q_value=None, verdict=None) for r in flagged], higher_is_better, settings)
     for i, named in mirrors.items():
         final[i] = replace(final[i], verdict=NO_CLEAR_DIFFERENCE, set_aside=named)
     return final
@@ -507,7 +601,9 @@ METHOD = (
     "sentence embeddings). For each level and metric: the mean over the level's examples with a "
     "value and a stratified percentile bootstrap interval; the difference from the rest of the run "
     "with its interval; and a two-sided permutation p-value, (1 + permutations at least as far from "
-    "0) / (1 + permutations), from shuffling the level labels. Every p-value of the run is adjusted "
+    "0) / (1 + permutations), from shuffling the level labels: permutations first, and for a test "
+    "whose flag 99.9% Clopper-Pearson bounds on its p-values leave undecided, twice as many again "
+    "and again up to refined_permutations. Every p-value of the run is adjusted "
     "together with Benjamini-Hochberg; a level is flagged worse or better when q < q_threshold and "
     "n >= min_n. A level under min_n is too few to tell and is not tested. Where a slice holds levels "
     "flagged both ways, those flagged against the furthest one's direction are tested again against "
