@@ -136,6 +136,7 @@ def test_summary_frame_keeps_counts_integer_and_missing_as_na():
 
 
 def test_show_figure_saves_a_png_or_prints_why_not(profile_path, tmp_path, capsys):
+    from IPython.display import Image
     from matplotlib.figure import Figure
 
     from evalbook.report.figures import retrieval_rank_histogram
@@ -143,9 +144,14 @@ def test_show_figure_saves_a_png_or_prints_why_not(profile_path, tmp_path, capsy
     ctx = open_stage(str(profile_path))
     drawn = Figure()
     drawn.subplots().plot([0, 1], [1, 0])
-    assert show_figure(ctx, {}, lambda report: drawn, "line") is drawn
+    shown = show_figure(ctx, {}, lambda report: drawn, "line")
     png = ctx.run_dir / "figures" / "line.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # What the notebook shows is the saved PNG itself, drawn once (a Figure would be drawn again
+    # by the inline backend), at the inline backend's size: 100 of the file's 150 dots per inch.
+    assert isinstance(shown, Image) and shown.data == png.read_bytes()
+    width = int.from_bytes(png.read_bytes()[16:20], "big")
+    assert shown.width == round(width * 100 / 150)
     show_figure(ctx, {}, lambda report: drawn, "line")  # the scratch folder replaces its figure
     run = open_stage(str(profile_path), run_dir=str(tmp_path), run_id=RUN_ID)
     show_figure(run, {}, lambda report: drawn, "line")

@@ -509,7 +509,10 @@ def forest_metrics(report: dict[str, Any]) -> list[str]:
 
 # ---------------------------------------------------------------- saving
 
-def save_png(fig: Figure, run_dir: Path, name: str, dpi: int = 150, overwrite: bool = False) -> Path:
+PNG_DPI = 150  # a saved figure's resolution
+
+
+def save_png(fig: Figure, run_dir: Path, name: str, dpi: int = PNG_DPI, overwrite: bool = False) -> Path:
     """Write `fig` to `<run_dir>/figures/<name>.png`, atomically.
 
     In a run folder a figure is written once: an existing file is refused (FileExistsError).
