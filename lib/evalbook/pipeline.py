@@ -475,26 +475,18 @@ def save_report(ctx: StageContext, report: dict[str, Any]) -> Path:
     return write_report(report, ctx.report_path, overwrite=ctx.interactive)
 
 
-SHOWN_DPI = 100  # the inline backend's: a figure is shown at the size it would have there
-
-
 def show_figure(ctx: StageContext, report: dict[str, Any], builder: Callable[..., Any], name: str):
     """Draw `builder(report)`, save it as `figures/<name>.png` in the run folder and return that
-    PNG for display, at the size the inline backend would show the figure; when there is nothing
-    to draw, print why and return None. The PNG, not the figure: the inline backend would draw a
-    figure a second time, which doubled the time 04 spends on figures."""
-    # matplotlib and IPython: only the report stage pays them
-    from IPython.display import Image
-
-    from evalbook.report.figures import PNG_DPI, no_data_reason, save_png
+    PNG for display (figures.shown_png: drawn once); when there is nothing to draw, print why and
+    return None."""
+    # matplotlib: only the report stage pays it
+    from evalbook.report.figures import no_data_reason, save_png, shown_png
 
     figure = builder(report)
     if figure is None:
         print(f"{name}: not drawn, {no_data_reason(report, builder)}")
         return None
-    png = save_png(figure, ctx.run_dir, name, overwrite=ctx.interactive).read_bytes()
-    width = int.from_bytes(png[16:20], "big")  # the IHDR chunk's width, right after the signature
-    return Image(data=png, format="png", width=round(width * SHOWN_DPI / PNG_DPI))
+    return shown_png(save_png(figure, ctx.run_dir, name, overwrite=ctx.interactive))
 
 
 def summary_frame(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
