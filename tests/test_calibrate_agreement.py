@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 from sklearn import metrics
 
+from evalbook.calibrate import agreement
 from evalbook.calibrate.agreement import (
     bootstrap_interval,
     confusion_at,
@@ -418,3 +419,54 @@ def test_rank_disagreements_with_one_scored_pair_or_none():
     assert one == [{"id": "b", "score": 0.4, "label": 5.0, "score_rank": 0.5, "label_rank": 0.5,
                     "disagreement": 0.0}]
     assert rank_disagreements(["a"], [None], [2], 5) == []
+
+
+# ---------------------------------------------------------------- the bootstrap's statistics, all rows at once
+
+def rows_with_ties_and_constants(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """200 resample-like rows: scores rounded to 1 decimal (ties), labels 1-5, a few rows whose
+    scores or labels are constant, as a bootstrap resample can draw."""
+    rng = np.random.default_rng(seed)
+    scores = np.round(rng.random((200, n)), 1)
+    labels = rng.integers(1, 6, (200, n)).astype(float)
+    scores[3] = 0.5
+    labels[7] = 2.0
+    scores[11], labels[11] = 0.1, 4.0
+    return scores, labels
+
+
+@pytest.mark.parametrize("n", [3, 25, agreement.KENDALL_BY_PAIRS_UP_TO + 1])
+def test_the_rank_correlations_of_all_resamples_at_once_equal_scipys_row_by_row(n):
+    scores, labels = rows_with_ties_and_constants(n, seed=n)
+    for name, test in agreement.RANK_CORRELATIONS.items():
+        expected = []
+        for x, y in zip(scores, labels):
+            constant = np.unique(x).size < 2 or np.unique(y).size < 2
+            expected.append(math.nan if constant else float(test(x, y).statistic))
+        actual = agreement.ROWS[name](scores, labels, axis=-1)
+        assert actual.shape == (200,)
+        np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-12, equal_nan=True)
+        assert np.isnan(actual[[3, 7, 11]]).all()
+
+
+@pytest.mark.parametrize("n", [2, 30])
+def test_the_auc_of_all_resamples_at_once_equals_sklearns_row_by_row(n):
+    from sklearn.metrics import roc_auc_score
+
+    scores, labels = rows_with_ties_and_constants(n, seed=100 + n)
+    passed = labels >= 3
+    passed[5] = True  # one class only: undefined
+    expected = [roc_auc_score(p, x) if 0 < p.sum() < n else math.nan for x, p in zip(scores, passed)]
+    actual = agreement._auc_rows(scores, passed.astype(float), axis=-1)
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-12, equal_nan=True)
+    assert math.isnan(actual[5])
+
+
+def test_a_vectorized_statistic_gives_the_interval_of_its_row_by_row_twin():
+    scores, labels = noisy_ordinal(40, seed=9)
+    one_by_one = bootstrap_interval(lambda x, y: stats.spearmanr(x, y).statistic, scores, labels,
+                                    resamples=RESAMPLES, seed=SEED, confidence=CONFIDENCE)
+    at_once = bootstrap_interval(agreement.ROWS["spearman"], scores, labels, resamples=RESAMPLES, seed=SEED,
+                                 confidence=CONFIDENCE, vectorized=True)
+    assert at_once["low"] == pytest.approx(one_by_one["low"], abs=1e-12)
+    assert at_once["high"] == pytest.approx(one_by_one["high"], abs=1e-12)

@@ -91,8 +91,12 @@ def _float_or_none(value: Any) -> float | None:
 # ---------------------------------------------------------------- the bootstrap
 
 def bootstrap_interval(statistic: Callable[..., float], *samples: Sequence[float], resamples: int,
-                       seed: int, confidence: float) -> dict[str, Any]:
+                       seed: int, confidence: float, vectorized: bool = False) -> dict[str, Any]:
     """Paired percentile bootstrap interval of `statistic` over equally long samples.
+
+    `vectorized`: statistic(*samples, axis=-1) takes every resample at once, one per row (see
+    scipy.stats.bootstrap), and gives what it would give row by row; the resamples drawn are
+    the same either way.
 
     scipy.stats.bootstrap with paired=True draws, `resamples` times, n example indices with
     replacement from numpy.random.default_rng(seed) and evaluates statistic(*resampled samples);
@@ -113,7 +117,7 @@ def bootstrap_interval(statistic: Callable[..., float], *samples: Sequence[float
     # below as the reason instead.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        result = stats.bootstrap(arrays, statistic, paired=True, vectorized=False,
+        result = stats.bootstrap(arrays, statistic, paired=True, vectorized=vectorized,
                                  n_resamples=resamples, method="percentile",
                                  confidence_level=confidence, rng=np.random.default_rng(seed))
     n_undefined = int(np.isnan(result.bootstrap_distribution).sum())
@@ -148,6 +152,61 @@ def _kendall_b_test(scores: np.ndarray, labels: np.ndarray) -> Any:
 
 
 RANK_CORRELATIONS = {"spearman": _spearman_test, "kendall_tau_b": _kendall_b_test}
+
+# Every resample at once, for the bootstrap: a call of scipy's tests per resample cost about 20 s
+# of a calibration's 2000 resamples for each metric and statistic (scipy's functions pair two
+# samples at a time, and their input handling dominates at the sizes of a labelled set). Each
+# gives what the per-resample statistic gives (NaN where that is undefined), to rounding; the
+# tests check them against scipy row by row.
+
+
+def _rows(array: np.ndarray, axis: int) -> np.ndarray:
+    return np.moveaxis(np.asarray(array, dtype=np.float64), axis, -1)
+
+
+def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a - a.mean(axis=-1, keepdims=True)
+    b = b - b.mean(axis=-1, keepdims=True)
+    scale = np.sqrt((a * a).sum(axis=-1) * (b * b).sum(axis=-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(scale > 0, np.clip((a * b).sum(axis=-1) / scale, -1.0, 1.0), np.nan)
+
+
+def _spearman_rows(scores: np.ndarray, labels: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Spearman's rho of each row: the Pearson correlation of the average ranks, as
+    scipy.stats.spearmanr; NaN where a row's scores or labels are constant."""
+    return _pearson_rows(stats.rankdata(_rows(scores, axis), axis=-1), stats.rankdata(_rows(labels, axis), axis=-1))
+
+
+KENDALL_PAIRS_AT_ONCE = 4_000_000  # pair signs held at once (float64: 32 MB)
+KENDALL_BY_PAIRS_UP_TO = 400  # above this n, scipy's O(n log n) per row is cheaper than n^2 pairs
+
+
+def _kendall_b_rows(scores: np.ndarray, labels: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Kendall's tau-b of each row, as scipy.stats.kendalltau(variant="b"): the sum over pairs of
+    sign(score difference) * sign(label difference), over the square root of the product of the
+    pairs untied in scores and in labels; NaN where a row's scores or labels are constant."""
+    x, y = _rows(scores, axis), _rows(labels, axis)
+    shape, n = x.shape[:-1], x.shape[-1]
+    x, y = x.reshape(-1, n), y.reshape(-1, n)
+    out = np.empty(x.shape[0])
+    if n > KENDALL_BY_PAIRS_UP_TO:
+        statistic = _nan_when_constant(_kendall_b_test)
+        out[:] = [statistic(xs, ys) for xs, ys in zip(x, y)]
+        return out.reshape(shape)
+    step = max(1, KENDALL_PAIRS_AT_ONCE // (n * n))
+    for start in range(0, x.shape[0], step):
+        xs, ys = x[start:start + step], y[start:start + step]
+        sx = np.sign(xs[:, :, None] - xs[:, None, :])
+        sy = np.sign(ys[:, :, None] - ys[:, None, :])
+        scale = np.sqrt(np.abs(sx).sum(axis=(1, 2)) * np.abs(sy).sum(axis=(1, 2)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:start + step] = np.where(scale > 0, np.clip((sx * sy).sum(axis=(1, 2)) / scale, -1.0, 1.0),
+                                               np.nan)
+    return out.reshape(shape)
+
+
+ROWS = {"spearman": _spearman_rows, "kendall_tau_b": _kendall_b_rows}
 
 
 def _nan_when_constant(test: Callable[[np.ndarray, np.ndarray], Any]) -> Callable[..., float]:
@@ -194,8 +253,8 @@ def rank_agreement(scores: Sequence[Any], labels: Sequence[Any], *, resamples: i
     result: dict[str, Any] = {"n": n, "n_missing": n_missing}
     for name, test in RANK_CORRELATIONS.items():
         bootstrap = {} if reason else bootstrap_interval(
-            _nan_when_constant(test), score_array, label_array,
-            resamples=resamples, seed=seed, confidence=confidence)
+            ROWS[name], score_array, label_array,
+            resamples=resamples, seed=seed, confidence=confidence, vectorized=True)
         result[name] = _correlation_entry(test, score_array, label_array, reason, bootstrap)
     return result
 
@@ -212,17 +271,18 @@ def _one_class_reason(passed: np.ndarray) -> str | None:
     return None
 
 
-def _resampled_auc(scores: np.ndarray, passed: np.ndarray) -> float:
-    """The AUC of one bootstrap resample, as the Mann-Whitney U of the passing scores against the
-    failing ones over n_pass * n_fail (scipy.stats.mannwhitneyu): the same number as
-    roc_auc_score, ties counting half, at a tenth of its cost per call (its input checks), which
-    the 2000 resamples of every metric pay. A resample can draw one class only; AUC is then
-    undefined, and NaN says so."""
-    outcome = passed.astype(bool)
-    if _one_class_reason(outcome):
-        return math.nan
-    winners, losers = scores[outcome], scores[~outcome]
-    return float(stats.mannwhitneyu(winners, losers).statistic) / (winners.size * losers.size)
+def _auc_rows(scores: np.ndarray, passed: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The ROC AUC of each row, as sklearn.metrics.roc_auc_score gives it (ties count half), from
+    the Mann-Whitney U of the average ranks: the passing scores' rank sum - n_pass (n_pass + 1) / 2,
+    over n_pass * n_fail. NaN where a row has one class only, which a resample can draw."""
+    x, outcome = _rows(scores, axis), _rows(passed, axis).astype(bool)
+    n = x.shape[-1]
+    n_pass = outcome.sum(axis=-1)
+    ranks = stats.rankdata(x, axis=-1)
+    u = np.where(outcome, ranks, 0.0).sum(axis=-1) - n_pass * (n_pass + 1) / 2
+    both = (n_pass > 0) & (n_pass < n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(both, u / (n_pass * (n - n_pass)), np.nan)
 
 
 def roc(scores: Sequence[Any], passed: Sequence[Any], *, resamples: int, seed: int,
@@ -245,8 +305,8 @@ def roc(scores: Sequence[Any], passed: Sequence[Any], *, resamples: int, seed: i
     reason = _one_class_reason(passed_array)
     if reason:
         return {**result, "auc": None, "low": None, "high": None, "reason": reason, "curve": None}
-    interval = bootstrap_interval(_resampled_auc, score_array, passed_array, resamples=resamples,
-                                  seed=seed, confidence=confidence)
+    interval = bootstrap_interval(_auc_rows, score_array, passed_array, resamples=resamples,
+                                  seed=seed, confidence=confidence, vectorized=True)
     fpr, tpr, thresholds = metrics.roc_curve(passed_array, score_array, drop_intermediate=False)
     curve = {"fpr": [float(x) for x in fpr], "tpr": [float(x) for x in tpr],
              "thresholds": [None if math.isinf(t) else float(t) for t in thresholds]}
