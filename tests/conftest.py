@@ -42,6 +42,30 @@ def no_job_summary():
     patch.undo()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_embedding_cache(tmp_path_factory):
+    """Every run of the session shares one embedding cache (EVALBOOK_EMBEDDING_CACHE), as a CI
+    runner's runs do: the sample's texts are encoded once, not in each test's outputs root (a cold
+    02_score took 20 s of the sample's 32 examples, a warm one 3.4 s). Scores do not depend on the
+    cache. A test of the cache itself, or of where it lives, takes the default back with the
+    `own_embedding_cache` fixture."""
+    from evalbook.params import EMBEDDING_CACHE_VARIABLE
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv(EMBEDDING_CACHE_VARIABLE, str(tmp_path_factory.mktemp("shared") / "embedding-cache"))
+    yield
+    patch.undo()
+
+
+@pytest.fixture
+def own_embedding_cache(monkeypatch):
+    """The default embedding cache back, <local outputs root>/embedding-cache: for a test of what
+    the cache does or where it lives."""
+    from evalbook.params import EMBEDDING_CACHE_VARIABLE
+
+    monkeypatch.delenv(EMBEDDING_CACHE_VARIABLE, raising=False)
+
+
 @dataclass
 class SampleRuns:
     outputs: Path

@@ -29,6 +29,9 @@ from evalbook.pipeline import open_stage, run_score
 from evalbook.score.scoring import AnswerScorer, score_answers
 from evalbook.score.scoring import METRIC_COLUMNS
 
+# the cache where the profile puts it, as these tests check
+pytestmark = pytest.mark.usefixtures("own_embedding_cache")
+
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 GIB = 2**30
 
@@ -335,7 +338,8 @@ def profile_path(relocated_default_values, write_profile):
     return write
 
 
-def test_the_cache_path_defaults_to_the_local_outputs_root(profile_path, tmp_path):
+def test_the_cache_path_defaults_to_the_local_outputs_root(profile_path, tmp_path, monkeypatch):
+    monkeypatch.delenv("EVALBOOK_EMBEDDING_CACHE", raising=False)
     profile = load_profile(profile_path())
     assert embedding_cache_path(profile) == str(tmp_path / "outputs" / "embedding-cache")
     assert resolved_values(profile)["scoring"]["embedding_cache"]["path"] is None
@@ -344,6 +348,25 @@ def test_the_cache_path_defaults_to_the_local_outputs_root(profile_path, tmp_pat
     assert resolved_values(relative)["scoring"]["embedding_cache"]["path"] == str(relative.root / "caches" / "embeddings")
     overridden = load_profile(profile_path(), {"scoring.embedding_cache.path": "mine"}, override_root=tmp_path)
     assert embedding_cache_path(overridden) == str(tmp_path / "mine")
+
+
+def test_evalbook_embedding_cache_moves_the_default_and_a_profile_s_path_still_wins(profile_path, tmp_path,
+                                                                                 monkeypatch):
+    """EVALBOOK_EMBEDDING_CACHE, when set, is the cache folder of every profile that leaves
+    scoring.embedding_cache.path null: one cache for every outputs root of a machine (a relative
+    value is taken from the working folder). A profile's own path wins; the run's params keep null."""
+    shared = tmp_path / "machine-cache"
+    monkeypatch.setenv("EVALBOOK_EMBEDDING_CACHE", str(shared))
+    profile = load_profile(profile_path())
+    assert embedding_cache_path(profile) == str(shared)
+    assert resolved_values(profile)["scoring"]["embedding_cache"]["path"] is None
+    assert embedding_cache_path(load_profile(profile_path(path="caches/embeddings"))) == \
+        str(load_profile(profile_path(path="caches/embeddings")).root / "caches" / "embeddings")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVALBOOK_EMBEDDING_CACHE", "relative-cache")
+    assert embedding_cache_path(profile) == str(tmp_path / "relative-cache")
+    monkeypatch.setenv("EVALBOOK_EMBEDDING_CACHE", "")  # empty: unset
+    assert embedding_cache_path(profile) == str(tmp_path / "outputs" / "embedding-cache")
 
 
 def with_limit(path: Path, limit: int) -> Path:

@@ -512,7 +512,7 @@ def test_an_existing_cluster_is_left_running(cluster, profile, canonical, scorer
 
 # ---------------------------------------------------------------- the notebook
 
-def test_the_score_notebook_runs_with_the_ray_engine(tmp_path, profile, scorer):
+def test_the_score_notebook_runs_with_the_ray_engine(tmp_path, profile, scorer, own_embedding_cache):
     result = run_pipeline(DEFAULT, ["limit=6", f"outputs_root={tmp_path}", "engine=ray",
                                     f"ray_actors={CPUS}", "judge.base_url=http://127.0.0.1:1/v1"])
     run_dir = result.run_dir
@@ -572,16 +572,15 @@ def test_rows_and_scores_go_through_a_shared_folder(tmp_path, monkeypatch, profi
 def test_a_later_attempt_never_reads_an_earlier_ones_parts(tmp_path, profile, canonical, scorer):
     shared = tmp_path / "shared"
     settings = RaySettings(actors=1, local_cpus=CPUS, shared_path=f"file://{shared}")
-    first_rows = canonical.iloc[:4]
-    first = engines.run_on_ray(first_rows, profile, settings, run_id="run-1")
-    assert first.staging_left is None and not Path(first.staging).exists()  # removed after success
+    rows = canonical.iloc[:4]
     # An interrupted attempt's scored part, with rows of its own, left under the same run.
     stale = shared / "run-1" / "20260101T000000Z-deadbeef" / "scored"
     stale.mkdir(parents=True)
     pq.write_table(pa.table({POSITION: pa.array([0], pa.int64())}), stale / "part.parquet")
-    second = engines.run_on_ray(first_rows, profile, settings, run_id="run-1")
-    assert_same_scores(second.scored, as_stored(score_answers(first_rows, scorer, profile["retrieval"]["k"],
-                                                              show_progress=False)))
+    later = engines.run_on_ray(rows, profile, settings, run_id="run-1")
+    assert_same_scores(later.scored, as_stored(score_answers(rows, scorer, profile["retrieval"]["k"],
+                                                             show_progress=False)))
+    assert later.staging_left is None and not Path(later.staging).exists()  # its own removed after success
     assert sorted(p.name for p in (shared / "run-1").iterdir()) == ["20260101T000000Z-deadbeef"]
 
 

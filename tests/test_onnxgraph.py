@@ -22,7 +22,8 @@ from evalbook.score.scoring import (
 )
 from test_scoring import SHARED, TOLERANCE, assert_matches_direct, minilm, sample_pairs, sentence_model  # noqa: F401
 
-pytestmark = pytest.mark.slow  # the scoring models, loaded and run
+# the scoring models, loaded and run; the cache where the profile puts it, as the tests check
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("own_embedding_cache")]
 
 GIB = 2**30
 

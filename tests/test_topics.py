@@ -9,6 +9,9 @@ from sklearn.metrics import adjusted_rand_score
 
 from evalbook.report.topics import MIN_EXAMPLES, SEPARATOR, find_topics, topic_names
 
+# the cache where the profile puts it, as these tests check
+pytestmark = pytest.mark.usefixtures("own_embedding_cache")
+
 VOCABULARY = {
     "refund": ["refund", "card", "fee", "charge"],
     "parking": ["parking", "permit", "street", "resident"],

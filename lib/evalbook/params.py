@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -518,10 +519,21 @@ def generate_cache_path(profile: Profile) -> str:
     return resolve_path(configured, profile.root)
 
 
+# One embedding cache for every outputs root of a machine (a CI runner's cached folder, or a test
+# session's): the folder a profile whose scoring.embedding_cache.path is null uses instead of
+# <local outputs root>/embedding-cache. Read by the process that scores: a Ray cluster's nodes
+# need it set too. It moves no score (the cache never does), so the run's params keep null.
+EMBEDDING_CACHE_VARIABLE = "EVALBOOK_EMBEDDING_CACHE"
+
+
 def embedding_cache_path(profile: Profile) -> str:
-    """The embedding cache folder: the profile's `scoring.embedding_cache.path`, else
+    """The embedding cache folder: the profile's `scoring.embedding_cache.path`, else the
+    EVALBOOK_EMBEDDING_CACHE folder when that is set (relative to the working folder), else
     `embedding-cache` in the local outputs root, shared by all runs there."""
     configured = profile["scoring"]["embedding_cache"]["path"]
     if configured is None:
+        shared = os.environ.get(EMBEDDING_CACHE_VARIABLE)
+        if shared:
+            return str(Path(shared).absolute())
         return str(local_outputs_root(profile) / EMBEDDING_CACHE_DIR)
     return resolve_path(configured, profile.root)
