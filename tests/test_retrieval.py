@@ -99,7 +99,7 @@ def _plain(series: pd.Series) -> list:
 
 def test_retrieval_columns_k2():
     result = retrieval_columns(_frame(), k=2)
-    assert list(result.columns) == ["rank", "top_k_match"]
+    assert list(result.columns) == ["rank", "top_k_match", "precision_at_k", "recall_at_k", "mrr_at_k", "ndcg_at_k"]
     assert str(result["rank"].dtype) == "Int64"
     assert str(result["top_k_match"].dtype) == "boolean"
     assert _plain(result["rank"]) == [2, 3, 2, None, None, 1, None, 1]
