@@ -23,18 +23,12 @@ match.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
 from evalbook.formatting import is_missing
-
-# The scored table's per-example columns, in order: the rank of the first relevant document,
-# then the registry's retrieval metrics (evalbook.metrics).
-SCORE_COLUMNS = ("top_k_match", "precision_at_k", "recall_at_k", "mrr_at_k", "ndcg_at_k")
-COLUMNS = ("rank", *SCORE_COLUMNS)
-
 
 def normalise_text(text: str) -> str:
     """Collapse whitespace so that a retrieved context matches its gold text despite re-wrapping."""
@@ -120,6 +114,11 @@ class RetrievalScores:
     ndcg_at_k: float
 
 
+# The scored table's retrieval columns, named as the registry's retrieval metrics (evalbook.metrics).
+COLUMNS = tuple(field.name for field in fields(RetrievalScores))
+DTYPES = {"rank": "Int64", "top_k_match": "boolean"}  # every other column: Float64
+
+
 def retrieval_scores(relevant: Iterable[str], retrieved: Sequence[str], k: int) -> RetrievalScores:
     """Every retrieval metric of one example at k; `relevant` must name at least one document."""
     relevant = set(relevant)
@@ -154,10 +153,7 @@ def retrieval_columns(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     Ids are compared when the row has `retrieved_ids` and a `gold_ids` or `gold_id`; otherwise
     retrieved context texts are compared with the row's own context, whitespace-normalised.
     """
-    columns = {"rank": pd.array([pd.NA] * len(frame), dtype="Int64"),
-               "top_k_match": pd.array([pd.NA] * len(frame), dtype="boolean")}
-    for name in SCORE_COLUMNS[1:]:
-        columns[name] = pd.array([pd.NA] * len(frame), dtype="Float64")
+    columns = {name: pd.array([pd.NA] * len(frame), dtype=DTYPES.get(name, "Float64")) for name in COLUMNS}
     for position, row in enumerate(frame.itertuples(index=False)):
         compared = _relevant_and_retrieved(row)
         if compared is None:
