@@ -168,3 +168,22 @@ def test_generate_local_maps_the_example_service_s_ranked_ids_so_that_all_five_m
     assert (row["rank"], bool(row["top_k_match"])) == (2, True)
     assert (row["precision_at_k"], row["recall_at_k"], row["mrr_at_k"]) == pytest.approx((1 / 3, 1.0, 0.5))
     assert row["ndcg_at_k"] == pytest.approx(1 / math.log2(3))
+
+
+# ---------------------------------------------------------------- where the report shows them
+
+def test_the_headline_and_summary_md_show_mrr_beside_top_k_match_each_with_its_k():
+    from evalbook.publish.summary import run_summary_md
+    from evalbook.report.headline import first_screen, headline_html
+    from test_report import make_report
+
+    report = make_report()
+    rows = [(row["label"], row["k"]) for row in first_screen(report)["metrics"]]
+    at = [label for label, _ in rows].index("top-k match")
+    assert rows[at:at + 2] == [("top-k match", 5), ("MRR@k", 5)]
+    assert "MRR@k (k = 5)" in headline_html(report) and "top-k match (k = 5)" in headline_html(report)
+    summary = run_summary_md(report, [])
+    mrr = report["intervals"]["metrics"]["mrr_at_k"]
+    # Markdown escaping puts a backslash before @ and -, which GitHub then shows as written
+    assert f"| MRR\\@k (k = 5) | {mrr['mean']:.3f} |" in summary
+    assert "| top\\-k match (k = 5) |" in summary
