@@ -30,17 +30,10 @@ import pandas as pd
 
 from evalbook.formatting import is_missing
 
+
 def normalise_text(text: str) -> str:
     """Collapse whitespace so that a retrieved context matches its gold text despite re-wrapping."""
     return " ".join(text.split())
-
-
-def rank_of(target: str, retrieved: Sequence[str]) -> int | None:
-    """1-based rank of the first retrieved item equal to `target`; None when it was not retrieved."""
-    for position, item in enumerate(retrieved, start=1):
-        if item == target:
-            return position
-    return None
 
 
 def relevant_ranks(relevant: Iterable[str], retrieved: Sequence[str]) -> list[int]:
