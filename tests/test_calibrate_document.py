@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from dataclasses import asdict
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
@@ -26,6 +27,7 @@ from evalbook.calibrate.labels import Matched, match_labels, read_labels
 from evalbook.calibrate.settings import CalibrationError, Settings
 from evalbook.judge.score import threshold_reading
 from evalbook.metrics import metric as registered
+from evalbook.score.retrieval import retrieval_scores
 
 TOLERANCE = 1e-9
 SETTINGS = Settings(resamples=200, seed=11)
@@ -46,6 +48,12 @@ def judge_record(score: float, n_items: int) -> dict:
                              "score_levels": levels}}
 
 
+def retrieval_record(rank: int | None) -> dict:
+    """An example's retrieval with one relevant document, retrieved at `rank` (None: not retrieved)."""
+    retrieved = ["other"] if rank is None else [f"other-{i}" for i in range(1, rank)] + ["gold"]
+    return asdict(retrieval_scores({"gold"}, retrieved, RETRIEVAL_K))
+
+
 def make_example(example_id: str, *, f1: float, cosine: float, rank: int | None,
                  judged: tuple[float, int] | None = None, question: str = "What is it?",
                  answer: str = "It is.") -> dict:
@@ -53,7 +61,7 @@ def make_example(example_id: str, *, f1: float, cosine: float, rank: int | None,
     return {
         "id": example_id, "question": question, "reference_answer": "The reference.",
         "generated_answer": answer,
-        "retrieval": {"top_k_match": rank is not None and rank <= RETRIEVAL_K, "rank": rank},
+        "retrieval": retrieval_record(rank),
         "answer_similarity": {"bertscore": {"precision": f1 + 0.01, "recall": f1 - 0.01, "f1": f1},
                               "sentence_cosine": cosine},
         "judge": None if judged is None else judge_record(*judged),
@@ -153,7 +161,7 @@ def test_rank_agreement_and_roc_of_every_metric_equal_scipy_and_sklearn(noisy):
     calibrated = [entry for entry in doc["metrics"] if entry["skipped_reason"] is None]
     assert {entry["metric"] for entry in calibrated} == {
         "bertscore_f1", "bertscore_precision", "bertscore_recall", "sentence_cosine", "top_k_match",
-        "rank", "groundedness"}
+        "mrr_at_k", "precision_at_k", "recall_at_k", "ndcg_at_k", "rank", "groundedness"}
     for entry in calibrated:
         values, ids = values_of(doc, report, entry["metric"])
         oriented = values if registered(entry["metric"]).higher_is_better else -values

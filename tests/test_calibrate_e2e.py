@@ -141,7 +141,8 @@ def values_and_labels(report: dict, name: str) -> tuple[np.ndarray, np.ndarray, 
 
 
 @pytest.mark.parametrize("name", ["bertscore_f1", "bertscore_precision", "bertscore_recall",
-                                  "sentence_cosine", "top_k_match", "rank"])
+                                  "sentence_cosine", "top_k_match", "mrr_at_k", "precision_at_k",
+                                  "recall_at_k", "ndcg_at_k", "rank"])
 def test_every_number_equals_the_libraries_called_directly(calibrated, name):
     found = entry(calibrated.doc, name)
     scores, labels, _ = values_and_labels(calibrated.report, name)

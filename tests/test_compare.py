@@ -7,7 +7,7 @@ import json
 import sys
 import types
 import uuid
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from evalbook.report.reader import ReportUnreadable, read_report
 from evalbook.stats import bootstrap_mean_ci, direction_fractions, paired_deltas
 from evalbook.validation import comparison_schema, validate_report
 from evalbook.stats import summarize
+from evalbook.score.retrieval import retrieval_scores
 
 CREATED = datetime(2026, 12, 1, 9, 30, 0, tzinfo=timezone.utc)
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -46,6 +47,7 @@ MINILM_SHA = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 BERTSCORE_HASH = f"{MINILM}_L6_no-idf_version=0.3.12(hug_trans=5.24.0)"
 EMBEDDING = ("bertscore_f1", "bertscore_precision", "bertscore_recall", "sentence_cosine")
 JUDGE_METRICS = ("groundedness", "relevance", "criteria")
+RETRIEVAL = ("top_k_match", "mrr_at_k", "precision_at_k", "recall_at_k", "ndcg_at_k")  # paired, in the registry's order
 LABEL_A = "judge-" + "a" * 16
 LABEL_B = "judge-" + "b" * 16
 
@@ -97,6 +99,11 @@ def judge_parts(judge: dict | None, ids: list[str], tag: str) -> tuple[dict, dic
     return summary, models_judge, records
 
 
+def retrieval_record(hit: bool, k: int) -> dict:
+    """An example's retrieval with one relevant document, retrieved first (a hit) or not at all."""
+    return asdict(retrieval_scores({"gold"}, ["gold"] if hit else ["other"], k))
+
+
 def make_report(scores: dict[str, float | None], *, tag: str = "base", retrieval: dict | None = None,
                 k: int = 5, judge: dict | None = None, sentence_model: str = MINILM,
                 weights_sha: str = MINILM_SHA, bertscore_hash: str = BERTSCORE_HASH,
@@ -117,7 +124,7 @@ def make_report(scores: dict[str, float | None], *, tag: str = "base", retrieval
             "source": None,
             "metadata": {},
             "slices": {},
-            "retrieval": None if hit is None else {"top_k_match": hit, "rank": 1 if hit else None},
+            "retrieval": None if hit is None else retrieval_record(hit, k),
             "answer_similarity": {"bertscore": {"precision": value, "recall": value, "f1": value},
                                   "sentence_cosine": value},
             "flags": [],
@@ -136,6 +143,8 @@ def make_report(scores: dict[str, float | None], *, tag: str = "base", retrieval
         "dataset": {"name": "synthetic", "split": "test", "n_examples": len(ids)},
         "models": models,
         "retrieval_summary": {"top_k_match_rate": (sum(present) / len(present)) if present else None,
+                              **{name: (sum(retrieval_record(h, k)[name] for h in present) / len(present))
+                                 if present else None for name in RETRIEVAL[1:]},
                               "k": k, "n": len(present), "n_missing": len(hits) - len(present)},
         "answer_similarity_summary": {metric: summarize(values) for metric in EMBEDDING},
         "counts": {"n_input_rows": len(ids), "n_examples": len(ids), "n_unmatched_predictions": 0,
@@ -506,7 +515,7 @@ def test_top_k_match_with_different_k_is_side_by_side():
     scores = dict.fromkeys(["a", "b"], 0.5)
     doc = compare(make_report(scores, retrieval={"a": True, "b": False}, k=5),
                   make_report(scores, tag="cand", retrieval={"a": True, "b": True}, k=10))
-    assert doc["gates"]["retrieval"]["reason"] == ("top_k_match shown side by side without deltas: "
+    assert doc["gates"]["retrieval"]["reason"] == ("retrieval metrics shown side by side without deltas: "
                                                    "baseline k=5 differs from candidate k=10")
     top = row(doc, "top_k_match")
     assert top["compared"] is False and top["mean_delta"] is None
@@ -515,9 +524,31 @@ def test_top_k_match_with_different_k_is_side_by_side():
 
 def test_top_k_match_needs_retrieval_in_both_runs():
     doc = compare(make_report({"a": 0.5}, retrieval={"a": True}), make_report({"a": 0.5}, tag="cand"))
-    assert doc["gates"]["retrieval"]["reason"] == ("top_k_match not compared: only the baseline run "
+    assert doc["gates"]["retrieval"]["reason"] == ("retrieval metrics not compared: only the baseline run "
                                                    "has retrieval results")
-    assert "top_k_match" not in {r["metric"] for r in doc["metrics"]}
+    assert not set(RETRIEVAL) & {r["metric"] for r in doc["metrics"]}
+
+
+def test_every_retrieval_metric_at_k_is_paired_and_a_report_before_them_leaves_them_uncompared():
+    scores = dict.fromkeys(["a", "b", "c"], 0.5)
+    baseline = make_report(scores, retrieval={"a": True, "b": True, "c": False})
+    candidate = make_report(scores, tag="cand", retrieval={"a": True, "b": False, "c": True})
+    doc = compare(baseline, candidate)
+    for name in RETRIEVAL:
+        assert row(doc, name)["compared"] is True and row(doc, name)["family"] == "retrieval", name
+    mrr = row(doc, "mrr_at_k")  # one relevant document, first or not retrieved: MRR@k is 1 or 0
+    assert (mrr["baseline_mean"], mrr["candidate_mean"], mrr["mean_delta"]) == pytest.approx((2 / 3, 2 / 3, 0.0))
+    assert [r["id"] for r in doc["regressions"]["mrr_at_k"]] == ["b"]
+    # a baseline from schema 1.9 holds top-k match but none of the other four
+    older = copy.deepcopy(baseline)
+    for example in older["examples"]:
+        example["retrieval"] = {key: example["retrieval"][key] for key in ("top_k_match", "rank")}
+    older["schema_version"] = "1.9"
+    doc = build_comparison(older, candidate, baseline_location="old.json", candidate_location="new.json",
+                           created_at=datetime(2026, 12, 2, tzinfo=timezone.utc))
+    assert row(doc, "top_k_match")["compared"] is True
+    assert row(doc, "mrr_at_k")["compared"] is False
+    assert row(doc, "mrr_at_k")["reason"] == "no paired example has a value in both runs"
 
 
 # ---------------------------------------------------------------- regressions and edge cases
@@ -605,7 +636,7 @@ def test_a_built_document_matches_the_schema_and_holds_no_nan():
     doc = full_document()
     validate_comparison(doc)
     json.dumps(doc, allow_nan=False)
-    assert [r["metric"] for r in doc["metrics"]] == [*EMBEDDING, "top_k_match", *JUDGE_METRICS]
+    assert [r["metric"] for r in doc["metrics"]] == [*EMBEDDING, *RETRIEVAL, *JUDGE_METRICS]
     assert comparison_schema()["$schema"] == "https://json-schema.org/draft/2020-12/schema"
 
 
@@ -651,7 +682,7 @@ def test_the_notebook_tables():
     assert runs.loc["generator"].tolist() == ["base-generator", "cand-generator"]
     assert runs.loc["judge"].tolist() == [LABEL_A, LABEL_A]
     table = metric_table(doc)
-    assert list(table.index) == [*EMBEDDING, "top_k_match", *JUDGE_METRICS]
+    assert list(table.index) == [*EMBEDDING, *RETRIEVAL, *JUDGE_METRICS]
     assert table.loc["bertscore_f1", "delta"] == pytest.approx(-0.05)
     assert "95% CI low" in table.columns
     grounded = regressions_table(doc, "groundedness")

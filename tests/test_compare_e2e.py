@@ -144,8 +144,9 @@ def test_truncated_answers_are_found_worse(comparison):
         assert row["ci_low"] <= row["mean_delta"] <= row["ci_high"] < 0, row
         assert row["fraction_worse"] > 0.7, row
     # Truncating answers changes no retrieval result: the comparison invents no difference.
-    top_k = metric(doc, "top_k_match")
-    assert top_k["compared"] and top_k["mean_delta"] == 0 and top_k["n_unchanged"] == top_k["n"] == 20
+    for name in ("top_k_match", "mrr_at_k", "precision_at_k", "recall_at_k", "ndcg_at_k"):
+        at_k = metric(doc, name)
+        assert at_k["compared"] and at_k["mean_delta"] == 0 and at_k["n_unchanged"] == at_k["n"] == 20, name
 
 
 def test_regressions_list_the_truncated_answers_worst_first(comparison):
@@ -170,7 +171,8 @@ def test_judge_metrics_are_refused_because_no_judge_ran(comparison):
     assert "the candidate judge did not run (not_run: no judge server reachable" in gate["reason"]
     assert not [row for row in doc["metrics"] if row["family"] == "judge"]
     assert set(doc["regressions"]) == {"bertscore_f1", "bertscore_precision", "bertscore_recall",
-                                       "sentence_cosine", "top_k_match"}
+                                       "sentence_cosine", "top_k_match", "mrr_at_k", "precision_at_k",
+                                       "recall_at_k", "ndcg_at_k"}
 
 
 # ---------------------------------------------------------------- 3. determinism, write-once

@@ -225,7 +225,7 @@ def test_a_rule_on_a_metric_the_comparison_cannot_compare_is_refused():
                                         r"in this comparison: judge metrics not compared: baseline judge label"):
         check_rules(["groundedness_pass<-0.05"], base, cand)
     with pytest.raises(RuleError, match=r"'top_k_match<-0.1': top_k_match is not compared in this comparison: "
-                                        r"top_k_match not compared: neither run has retrieval results"):
+                                        r"retrieval metrics not compared: neither run has retrieval results"):
         check_rules(["top_k_match<-0.1"], base, cand)
     with pytest.raises(RuleError, match=r"can name: bertscore_f1, bertscore_precision, bertscore_recall, "
                                         r"sentence_cosine \(example"):

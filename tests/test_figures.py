@@ -44,6 +44,7 @@ from evalbook.report.tables import (  # noqa: E402
 )
 from evalbook.report.document import build_report, validate_report  # noqa: E402
 from evalbook.stats import summarize  # noqa: E402
+from retrievalrows import with_retrieval_metrics  # noqa: E402
 
 IDS = ["e1", "e2", "e3", "e4", "e5", "e6"]
 F1 = [0.2, 0.4, 0.6, 0.8, 0.9, None]
@@ -70,7 +71,7 @@ def canonical_frame() -> pd.DataFrame:
         "has_prediction": [True] * 5 + [False],
         "generated_empty": [False] * 6,
         "reference_empty": [False] * 6,
-        "gold_id": pd.Series([None] * 6, dtype=object),
+        "gold_id": pd.Series([None] * 6, dtype=object), "gold_ids": pd.Series([None] * 6, dtype=object),
         "retrieved_ids": pd.Series([None] * 6, dtype=object),
         "retrieved_contexts": pd.Series([None] * 6, dtype=object),
         "source": pd.Series(["EnterpriseSearchPolicy"] * 6, dtype=object),
@@ -96,7 +97,7 @@ def scored_frame(f1=F1, cosine=COSINE) -> pd.DataFrame:
         "truncated_sentence": pd.array([False if a else pd.NA for a in answered], dtype="boolean"),
         "rank": pd.array([pd.NA if r is None else r for r in RANKS], dtype="Int64"),
         "top_k_match": pd.array([pd.NA if t is None else t for t in TOP_K], dtype="boolean"),
-    })
+    }).pipe(with_retrieval_metrics, k=K)
 
 
 def entry(score, reason=None, **detail) -> dict:

@@ -11,6 +11,7 @@ the report carries the generation summary and the reported model.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +20,7 @@ import pytest
 from evalbook.processes import answers_ok
 from evalbook.report.document import validate_report
 from evalbook.runner import run_pipeline
+from evalbook.score.retrieval import retrieval_scores
 from faultserver import free_port
 
 pytestmark = pytest.mark.slow  # real runs against a stand-in or the local model server
@@ -77,7 +79,8 @@ def test_the_retrieval_ranks_are_the_service_s_bm25_ranking(two_runs):
         assert list(row.retrieved_ids) == documents["gold_id"].iloc[found[0]].tolist()
         gold = examples.set_index("id").loc[row.id, "gold_id"]
         rank = list(row.retrieved_ids).index(gold) + 1 if gold in list(row.retrieved_ids) else None
-        assert example["retrieval"] == {"top_k_match": rank is not None, "rank": rank}
+        assert example["retrieval"] == asdict(retrieval_scores({gold}, list(row.retrieved_ids), 3))
+        assert (example["retrieval"]["top_k_match"], example["retrieval"]["rank"]) == (rank is not None, rank)
     assert report["retrieval_summary"]["n"] == 2 and report["retrieval_summary"]["k"] == 3
 
 

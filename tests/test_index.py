@@ -38,7 +38,7 @@ def _report(run_id: str, dataset_name: str, f1: float | None, judge: dict | None
         "dataset": {"name": dataset_name, "split": "validation", "n_examples": 4},
         "models": {"generator": "gen-model", "bertscore": "bert-model",
                    "sentence_transformer": "st-model"},
-        "retrieval_summary": {"top_k_match_rate": 0.5, "k": 5, "n": 4, "n_missing": 0},
+        "retrieval_summary": {"top_k_match_rate": 0.5, "mrr_at_k": 0.375, "k": 5, "n": 4, "n_missing": 0},
         "answer_similarity_summary": {"bertscore_f1": _summary(f1), "sentence_cosine": _summary(0.25)},
         "provenance": {"bertscore_num_layers": 6},
     }
@@ -93,6 +93,7 @@ def outputs(tmp_path) -> Path:
     # Schema 1.0 reports have no judge_summary; NaN must never reach the page.
     old = _report(OLD_SCHEMA, "plain", None, None)
     old["retrieval_summary"]["top_k_match_rate"] = float("nan")
+    del old["retrieval_summary"]["mrr_at_k"]  # a report before schema 1.10
     _run(tmp_path, "local", OLD_SCHEMA, at(7), "succeeded", old)
     return tmp_path
 
@@ -145,7 +146,8 @@ def test_collect_runs_lists_every_run_newest_first(outputs):
     assert [row["run_id"] for row in rows if row["status"] == "succeeded" and row["report"]] == [
         JUDGED, OLD_SCHEMA]
     assert by_id[JUDGED]["metrics"] == {"bertscore_f1": 0.8125, "sentence_cosine": 0.25,
-                                        "top_k_match": 0.5, "groundedness": 0.875, "relevance": None}
+                                        "top_k_match": 0.5, "mrr_at_k": 0.375, "groundedness": 0.875,
+                                        "relevance": None}
 
 
 def test_index_shows_every_run_with_its_values(outputs):
@@ -164,10 +166,10 @@ def test_index_shows_every_run_with_its_values(outputs):
     assert judged[4] == "sentence st-modelBERTScore bert-model (layer 6)generator gen-model"
     assert judged[5] == "judge-0123456789abcdef"
     assert judged[6] == MISSING  # its run.json records no overrides
-    # BERTScore F1, sentence cosine, top-k (k), judge groundedness, judge relevance
-    assert judged[7:12] == ["0.812", "0.250", "0.500k=5", "0.875", MISSING]
-    assert old[5] == MISSING and old[7:12] == [MISSING, "0.250", MISSING, MISSING, MISSING]
-    assert running[3:12] == [MISSING] * 9
+    # BERTScore F1, sentence cosine, top-k match (k), MRR@k (k), judge groundedness, judge relevance
+    assert judged[7:13] == ["0.812", "0.250", "0.500k=5", "0.375k=5", "0.875", MISSING]
+    assert old[5] == MISSING and old[7:13] == [MISSING, "0.250", MISSING, MISSING, MISSING, MISSING]
+    assert running[3:13] == [MISSING] * 10
 
 
 def test_index_escapes_data_and_never_says_nan(outputs):

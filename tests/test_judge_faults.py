@@ -101,7 +101,7 @@ def canonical() -> pd.DataFrame:
         "context": [f"Context of {i}." for i in ANSWERS],
         "reference_answer": list(ANSWERS.values()), "generated_answer": list(ANSWERS.values()),
         "has_prediction": [True] * n, "generated_empty": [False] * n, "reference_empty": [False] * n,
-        "gold_id": [None] * n, "retrieved_ids": [None] * n, "retrieved_contexts": [None] * n,
+        "gold_id": [None] * n, "gold_ids": [None] * n, "retrieved_ids": [None] * n, "retrieved_contexts": [None] * n,
         "source": ["EnterpriseSearchPolicy"] * n, "metadata": ["{}"] * n,
     })
 

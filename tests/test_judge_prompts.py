@@ -53,7 +53,7 @@ def table() -> pd.DataFrame:
         "question": column([r[1] for r in ROWS]), "context": column(["Context."] * n),
         "reference_answer": column([r[2] for r in ROWS]), "generated_answer": column([r[3] for r in ROWS]),
         "has_prediction": [True] * n, "generated_empty": [False] * n, "reference_empty": [False] * n,
-        "gold_id": column([None] * n), "retrieved_ids": column([None] * n),
+        "gold_id": column([None] * n), "gold_ids": column([None] * n), "retrieved_ids": column([None] * n),
         "retrieved_contexts": column([None] * n), "source": column(["EnterpriseSearchPolicy"] * n),
         "conversation": column([r[4] for r in ROWS]), "metadata": ["{}"] * n,
     })

@@ -420,6 +420,83 @@ def test_retrieved_ids_json_but_not_a_list_in_csv(tmp_path):
     assert "must be a list of strings" in str(info.value)
 
 
+# ---------------------------------------------------------------- gold_ids
+
+GOLD_IDS_ROWS = [
+    example(1, generated_answer="a", gold_ids=["doc-1", "doc-7"], retrieved_ids=["doc-7", "doc-2"]),
+    example(2, generated_answer="b", gold_id="doc-2", retrieved_ids=["doc-2"]),
+    example(3, generated_answer="c"),
+]
+
+
+def _write_gold_formats(tmp_path: Path, rows: list[dict]) -> dict[str, Path]:
+    """The rows as JSONL, CSV (lists as JSON text, a missing value as an empty cell) and Parquet."""
+    columns = ["id", "question", "context", "answer", "generated_answer", "gold_id", "gold_ids", "retrieved_ids"]
+    csv_rows = [{c: json.dumps(r[c]) if isinstance(r.get(c), list) else r.get(c, "") for c in columns} for r in rows]
+    types = {c: pa.list_(pa.string()) if c in ("gold_ids", "retrieved_ids") else pa.string() for c in columns}
+    return {"jsonl": write_jsonl(tmp_path / "gold.jsonl", rows),
+            "csv": _csv(tmp_path / "gold.csv", csv_rows),
+            "parquet": write_parquet(tmp_path / "gold.parquet", {c: [r.get(c) for r in rows] for c in columns},
+                                     pa.schema([(c, types[c]) for c in columns]))}
+
+
+def test_gold_ids_load_the_same_from_jsonl_csv_and_parquet(tmp_path):
+    tables = {name: load_evaluation_set(str(p)) for name, p in _write_gold_formats(tmp_path, GOLD_IDS_ROWS).items()}
+    for name, result in tables.items():
+        got = records(result.table)
+        assert [(r["gold_id"], r["gold_ids"]) for r in got] == [
+            (None, ["doc-1", "doc-7"]), ("doc-2", None), (None, None)], name
+        # gold_ids are gold ids: no warning that retrieved_ids lack one
+        assert result.counts["n_retrieved_ids_without_gold_id"] == 0 and result.warnings == [], name
+    pd.testing.assert_frame_equal(tables["jsonl"].table, tables["csv"].table)
+    pd.testing.assert_frame_equal(tables["jsonl"].table, tables["parquet"].table)
+
+
+@pytest.mark.parametrize("form", ["jsonl", "csv", "parquet"])
+def test_a_row_with_both_gold_id_and_gold_ids_is_refused_by_its_row(tmp_path, form):
+    rows = [*GOLD_IDS_ROWS, example(4, generated_answer="d", gold_id="doc-4", gold_ids=["doc-4", "doc-5"])]
+    path = _write_gold_formats(tmp_path, rows)[form]
+    with pytest.raises(LoadError) as info:
+        load_evaluation_set(str(path))
+    assert_names(info.value, path, "gold_ids", [4])
+    assert "both gold_id and gold_ids" in str(info.value)
+
+
+def test_gold_ids_not_a_list_of_strings_jsonl(tmp_path):
+    rows = [example(1, gold_ids=["d1"]), example(2, gold_ids="d1"), example(3, gold_ids=[1, 2]),
+            example(4, gold_ids=None)]
+    for row in rows:
+        row["generated_answer"] = "ochre"
+    path = write_jsonl(tmp_path / "examples.jsonl", rows)
+    with pytest.raises(LoadError) as info:
+        load_evaluation_set(str(path))
+    assert_names(info.value, path, "gold_ids", [2, 3])
+    assert "must be a list of strings: the ids of the relevant documents" in str(info.value)
+
+
+def test_gold_ids_invalid_json_or_not_a_list_in_csv(tmp_path):
+    rows = [example(1, generated_answer="x", gold_ids='["d1"]'), example(2, generated_answer="y", gold_ids="[d1"),
+            example(3, generated_answer="z", gold_ids='"d1"')]
+    path = _csv(tmp_path / "examples.csv", rows)
+    with pytest.raises(LoadError) as info:
+        load_evaluation_set(str(path))
+    assert_names(info.value, path, "gold_ids", [2])
+    assert "must be a JSON list of strings" in str(info.value)
+    path = _csv(tmp_path / "examples.csv", [rows[0], rows[2]])
+    with pytest.raises(LoadError) as info:
+        load_evaluation_set(str(path))
+    assert_names(info.value, path, "gold_ids", [2])
+
+
+def test_empty_gold_ids_are_refused_since_recall_would_divide_by_zero(tmp_path):
+    path = write_jsonl(tmp_path / "examples.jsonl", [example(1, generated_answer="a", gold_ids=["d1"]),
+                                                      example(2, generated_answer="b", gold_ids=[])])
+    with pytest.raises(LoadError) as info:
+        load_evaluation_set(str(path))
+    assert_names(info.value, path, "gold_ids", [2])
+    assert "at least one relevant document" in str(info.value)
+
+
 def test_generated_answers_in_both_files(tmp_path):
     examples = write_jsonl(tmp_path / "examples.jsonl",
                            [example(1, generated_answer="ochre"), example(2, generated_answer="teal")])

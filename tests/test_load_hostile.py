@@ -203,7 +203,7 @@ def test_retrieved_ids_without_gold_id_warn_that_retrieval_is_not_scored(tmp_pat
     [warning] = result.warnings
     assert "4 example(s) have retrieved_ids but no gold_id" in warning
     assert "their retrieval is not scored" in warning
-    assert f"give each example its gold_id in {examples}" in warning
+    assert f"give each example its gold_id (or gold_ids) in {examples}" in warning
 
 
 def test_retrieved_ids_without_gold_id_but_with_contexts_say_contexts_are_compared(tmp_path):
@@ -220,8 +220,8 @@ def test_gold_id_without_any_retrieved_ids_warns_that_it_is_unused(tmp_path):
     result = load_evaluation_set(str(examples), str(plain))
     assert result.counts["n_gold_id_without_retrieved_ids"] == 4
     [warning] = result.warnings
-    assert "gold_id is given for 4 example(s), but no example has retrieved_ids" in warning
-    assert "gold_id is unused" in warning
+    assert "gold_id or gold_ids is given for 4 example(s), but no example has retrieved_ids" in warning
+    assert "the gold ids are unused" in warning
 
 
 def test_gold_id_with_retrieved_ids_on_some_rows_is_only_counted(tmp_path):

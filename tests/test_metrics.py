@@ -11,7 +11,8 @@ from evalbook.metrics import BY_NAME, METRICS, SCORE_FLAGS, metric, names, of_ki
 def test_every_metric_has_a_label_and_a_colour_blind_safe_colour():
     palette = set(sns.color_palette("colorblind").as_hex())
     assert [m.name for m in METRICS] == ["bertscore_f1", "bertscore_precision", "bertscore_recall",
-                                         "sentence_cosine", "top_k_match", "rank", "groundedness",
+                                         "sentence_cosine", "top_k_match", "mrr_at_k", "precision_at_k",
+                                         "recall_at_k", "ndcg_at_k", "rank", "groundedness",
                                          "relevance", "criteria"]
     assert {m.colour for m in METRICS} <= palette
     scores = [m for m in METRICS if m.kind != "retrieval"]
@@ -29,14 +30,16 @@ def test_an_unknown_metric_is_an_error_that_lists_the_known_ones():
 def test_kinds_keep_the_registry_order():
     assert names("similarity") == ("bertscore_f1", "bertscore_precision", "bertscore_recall", "sentence_cosine")
     assert names("judge") == ("groundedness", "relevance", "criteria")
-    assert [m.name for m in of_kind("retrieval")] == ["top_k_match", "rank"]
+    assert [m.name for m in of_kind("retrieval")] == ["top_k_match", "mrr_at_k", "precision_at_k", "recall_at_k",
+                                                      "ndcg_at_k", "rank"]
     assert set(BY_NAME) == {m.name for m in METRICS}
     assert "bertscore_f1" not in SCORE_FLAGS
 
 
 EXAMPLE = {
     "id": "e1",
-    "retrieval": {"top_k_match": True, "rank": 2},
+    "retrieval": {"top_k_match": True, "mrr_at_k": 0.5, "precision_at_k": 0.25, "recall_at_k": 1.0,
+                  "ndcg_at_k": 0.625, "rank": 2},
     "answer_similarity": {"bertscore": {"precision": 0.5, "recall": 0.25, "f1": None}, "sentence_cosine": -0.125},
     "judge": {"status": "judged", "groundedness": {"score": 0.75}, "relevance": {"score": None}},
 }
@@ -45,7 +48,8 @@ EXAMPLE = {
 def test_a_metric_reads_its_value_from_where_it_sits_in_a_report_example():
     values = {m.name: m.value(EXAMPLE) for m in METRICS}
     assert values == {"bertscore_f1": None, "bertscore_precision": 0.5, "bertscore_recall": 0.25,
-                      "sentence_cosine": -0.125, "top_k_match": 1.0, "rank": 2.0, "groundedness": 0.75,
+                      "sentence_cosine": -0.125, "top_k_match": 1.0, "mrr_at_k": 0.5, "precision_at_k": 0.25,
+                      "recall_at_k": 1.0, "ndcg_at_k": 0.625, "rank": 2.0, "groundedness": 0.75,
                       "relevance": None, "criteria": None}
 
 
@@ -62,7 +66,19 @@ def test_a_metric_reads_its_summary_and_mean_from_the_report():
               "judge_summary": {"status": "ran", "metrics": {"groundedness": {"mean": 0.6}}}}
     assert metric("bertscore_f1").mean(report) == 0.8
     assert metric("top_k_match").mean(report) == 0.5
+    assert metric("mrr_at_k").mean(report) is None  # a report written before MRR@k
+    assert metric("mrr_at_k").mean({"retrieval_summary": {"mrr_at_k": 0.25, "k": 3}}) == 0.25
     assert metric("rank").mean(report) is None
     assert metric("groundedness").mean(report) == 0.6
     assert metric("criteria").summary(report) is None and metric("criteria").mean(report) is None
     assert metric("sentence_cosine").mean({"answer_similarity_summary": "garbled"}) is None
+
+
+def test_the_retrieval_metrics_are_the_scored_table_s_retrieval_columns():
+    from evalbook.score.retrieval import COLUMNS
+
+    assert set(names("retrieval")) == set(COLUMNS)
+    at_k = [m for m in of_kind("retrieval") if m.name != "rank"]
+    assert all(m.in_comparison and m.value_range == (0.0, 1.0) and m.higher_is_better for m in at_k)
+    # MRR@k shows beside top-k match wherever the headline metrics show
+    assert [m.name for m in METRICS if m.headline and m.kind == "retrieval"] == ["top_k_match", "mrr_at_k"]

@@ -23,6 +23,7 @@ from evalbook.report.document import (
     write_report,
 )
 from evalbook.validation import report_schema
+from retrievalrows import with_retrieval_metrics
 
 RUN_ID = "2d6b3516-cc7d-4cf4-ac99-07b0159bfb11"
 TIMESTAMP = datetime(2026, 11, 30, 12, 34, 56, tzinfo=timezone.utc)
@@ -45,6 +46,7 @@ def canonical_frame(with_missing: bool = True) -> pd.DataFrame:
         "generated_empty": [False] * 5,
         "reference_empty": [False] * 5,
         "gold_id": pd.Series(["d1", "d2", "d3", None, None], dtype=object),
+        "gold_ids": pd.Series([None] * 5, dtype=object),
         "retrieved_ids": pd.Series([["d1", "x"], ["x", "y", "d2"], ["x"], None, None], dtype=object),
         "retrieved_contexts": pd.Series([None] * 5, dtype=object),
         "source": pd.Series(["sysA", "sysA", "sysB", None, "sysA"], dtype=object),
@@ -69,7 +71,7 @@ def scored_frame() -> pd.DataFrame:
         "truncated_sentence": pd.array([False, True, True, False, na], dtype="boolean"),
         "rank": pd.array([1, 3, na, na, na], dtype="Int64"),
         "top_k_match": pd.array([True, True, False, na, na], dtype="boolean"),
-    })
+    }).pipe(with_retrieval_metrics, k=5)
 
 
 def load_counts() -> dict:
@@ -163,7 +165,8 @@ def test_every_adr_field_is_present(report: dict):
                 "answer_similarity", "source", "flags"} <= set(example)
         assert set(example["answer_similarity"]) == {"bertscore", "sentence_cosine"}
         assert set(example["answer_similarity"]["bertscore"]) == {"precision", "recall", "f1"}
-    assert report["examples"][0]["retrieval"] == {"top_k_match": True, "rank": 1}
+    assert report["examples"][0]["retrieval"] == {"top_k_match": True, "mrr_at_k": 1.0, "precision_at_k": 0.2,
+                                                  "recall_at_k": 1.0, "ndcg_at_k": 1.0, "rank": 1}
     provenance_block = report["provenance"]
     for key in ("git_commit", "params_hash", "params_profile", "package_versions",
                 "bertscore_hash", "percentile_method"):
@@ -247,20 +250,36 @@ def test_top_k_match_rate_counts_only_rows_with_retrieval(report: dict):
     assert (retrieval["n"], retrieval["n_missing"]) == (3, 2)
 
 
+def test_each_retrieval_metric_s_mean_is_over_the_rows_with_retrieval(report: dict):
+    retrieval = report["retrieval_summary"]
+    # k = 5: e1 gold at rank 1, e2 at rank 3, e3 retrieved without it; e4 and e5 have no retrieval
+    assert retrieval["mrr_at_k"] == pytest.approx((1 + 1 / 3 + 0) / 3)
+    assert retrieval["precision_at_k"] == pytest.approx((0.2 + 0.2 + 0) / 3)
+    assert retrieval["recall_at_k"] == pytest.approx(2 / 3)
+    assert retrieval["ndcg_at_k"] == pytest.approx((1 + 0.5 + 0) / 3)
+    for name in ("mrr_at_k", "precision_at_k", "recall_at_k", "ndcg_at_k"):
+        interval = report["intervals"]["metrics"][name]
+        assert (interval["mean"], interval["n"], interval["n_missing"]) == (retrieval[name], 3, 2), name
+        assert interval["low"] <= interval["mean"] <= interval["high"], name
+
+
 def test_top_k_match_rate_is_null_without_any_retrieval():
     scored = scored_frame()
     scored["rank"] = pd.array([pd.NA] * 5, dtype="Int64")
     scored["top_k_match"] = pd.array([pd.NA] * 5, dtype="boolean")
-    report = make_report(scored=scored)
+    report = make_report(scored=scored.pipe(with_retrieval_metrics, k=5))
     assert report["retrieval_summary"]["top_k_match_rate"] is None
+    assert report["retrieval_summary"]["mrr_at_k"] is None and report["retrieval_summary"]["ndcg_at_k"] is None
     assert all(e["retrieval"] is None for e in report["examples"])
     validate_report(report)
 
 
 def test_example_retrieval_and_scores(report: dict):
     examples = {e["id"]: e for e in report["examples"]}
-    assert examples["e2"]["retrieval"] == {"top_k_match": True, "rank": 3}
-    assert examples["e3"]["retrieval"] == {"top_k_match": False, "rank": None}
+    assert examples["e2"]["retrieval"] == {"top_k_match": True, "mrr_at_k": pytest.approx(1 / 3),
+                                           "precision_at_k": 0.2, "recall_at_k": 1.0, "ndcg_at_k": 0.5, "rank": 3}
+    assert examples["e3"]["retrieval"] == {"top_k_match": False, "mrr_at_k": 0.0, "precision_at_k": 0.0,
+                                           "recall_at_k": 0.0, "ndcg_at_k": 0.0, "rank": None}
     assert examples["e4"]["retrieval"] is None
     assert examples["e1"]["answer_similarity"] == {
         "bertscore": {"precision": pytest.approx(0.1), "recall": pytest.approx(0.3),
@@ -405,7 +424,9 @@ def scale_fields(report: dict) -> list[tuple[str, tuple]]:
                 fields += [(m.name, (*entry, "repeats", 1, "score")), (m.name, (*entry, "spread", "min")),
                            (m.name, (*entry, "spread", "max"))]
         fields += [(m.name, (*m.summary_path, key)) for key in ("mean", "p10", "p50", "p90")]
-    fields.append(("top_k_match", ("retrieval_summary", "top_k_match_rate")))
+    fields += [(m.name, ("retrieval_summary", m.mean_key)) for m in METRICS if m.kind == "retrieval" and m.mean_key]
+    fields += [(m.name, ("examples", 0, *m.example_path)) for m in METRICS
+               if m.kind == "retrieval" and m.in_comparison and m.name != "top_k_match"]
     fields += [(name, ("intervals", "metrics", name, key)) for name in report["intervals"]["metrics"]
                for key in ("mean", "low", "high")]
     return fields
@@ -445,8 +466,8 @@ def test_every_value_on_a_metric_s_scale_is_checked_against_the_registry_s_range
 
     fields = scale_fields(judged_report)
     assert {name for name, _ in fields} == {"bertscore_f1", "bertscore_precision", "bertscore_recall",
-                                           "sentence_cosine", "top_k_match", "groundedness", "relevance",
-                                           "criteria"}
+                                           "sentence_cosine", "top_k_match", "mrr_at_k", "precision_at_k",
+                                           "recall_at_k", "ndcg_at_k", "groundedness", "relevance", "criteria"}
     for name, path in fields:
         low, high = metric(name).value_range
         for value in (low - 0.01, high + 0.01):
@@ -524,7 +545,8 @@ def test_each_mean_carries_its_seeded_bootstrap_interval(report: dict):
     intervals = report["intervals"]
     assert (intervals["resamples"], intervals["seed"], intervals["confidence"]) == (2000, 0, 0.95)
     assert set(intervals["metrics"]) == {"bertscore_f1", "bertscore_precision", "bertscore_recall",
-                                         "sentence_cosine", "top_k_match"}  # the judge did not run
+                                         "sentence_cosine", "top_k_match", "mrr_at_k", "precision_at_k",
+                                         "recall_at_k", "ndcg_at_k"}  # the judge did not run
     for metric, summary in report["answer_similarity_summary"].items():
         interval = intervals["metrics"][metric]
         assert (interval["mean"], interval["n"], interval["n_missing"]) == (

@@ -1,4 +1,5 @@
-"""Tests for evalbook.score.retrieval: rank_of, top_k_match and retrieval_columns."""
+"""Tests for evalbook.score.retrieval: the first relevant rank, top_k_match and retrieval_columns
+(the other metrics at k: test_retrieval_metrics.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalbook.score.retrieval import normalise_text, rank_of, retrieval_columns, top_k_match
+from evalbook.score.retrieval import normalise_text, relevant_ranks, retrieval_columns, top_k_match
 
 
-# ---------------------------------------------------------------- rank_of
+# ---------------------------------------------------------------- the first relevant rank
 
 @pytest.mark.parametrize("target, retrieved, expected", [
     ("d2", ["d1", "d2", "d3"], 2),
@@ -21,12 +22,12 @@ from evalbook.score.retrieval import normalise_text, rank_of, retrieval_columns,
     ("d1", ("d0", "d1"), 2),
     ("d1", np.array(["d0", "d5", "d1"], dtype=object), 3),
 ])
-def test_rank_of(target, retrieved, expected):
-    assert rank_of(target, retrieved) == expected
+def test_the_first_rank_of_a_single_relevant_document(target, retrieved, expected):
+    assert (relevant_ranks({target}, retrieved) or [None])[0] == expected
 
 
-def test_rank_of_is_exact_comparison():
-    assert rank_of("doc-1", ["doc-10", "Doc-1", "doc-1 "]) is None
+def test_ids_are_compared_exactly():
+    assert relevant_ranks({"doc-1"}, ["doc-10", "Doc-1", "doc-1 "]) == []
 
 
 # ---------------------------------------------------------------- top_k_match
@@ -99,7 +100,7 @@ def _plain(series: pd.Series) -> list:
 
 def test_retrieval_columns_k2():
     result = retrieval_columns(_frame(), k=2)
-    assert list(result.columns) == ["rank", "top_k_match"]
+    assert list(result.columns) == ["rank", "top_k_match", "precision_at_k", "recall_at_k", "mrr_at_k", "ndcg_at_k"]
     assert str(result["rank"].dtype) == "Int64"
     assert str(result["top_k_match"].dtype) == "boolean"
     assert _plain(result["rank"]) == [2, 3, 2, None, None, 1, None, 1]

@@ -177,9 +177,11 @@ def test_a_run_writes_its_summary_with_the_reports_numbers(sample_runs):
     assert metrics.header == ["metric", "mean", "95% interval", "n", "pass rate"]
     intervals = report["intervals"]["metrics"]
     expected = [m for m in METRICS if m.headline and m.name in intervals]
-    assert metrics.column("metric") == [m.label for m in expected] and expected
+    k = report["retrieval_summary"]["k"]
+    labels = {m.name: f"{m.label} (k = {k})" if m.kind == "retrieval" else m.label for m in expected}
+    assert metrics.column("metric") == list(labels.values()) and expected
     for metric in expected:
-        row, shown = metrics.row(metric.label), intervals[metric.name]
+        row, shown = metrics.row(labels[metric.name]), intervals[metric.name]
         assert close_to(row["mean"], shown["mean"]), metric.name
         assert interval_close_to(row["95% interval"], shown["low"], shown["high"]), metric.name
         assert row["n"] == str(shown["n"])

@@ -128,7 +128,7 @@ def test_the_questions_embeddings_are_the_sentence_cosines(relocated_default_val
     texts = ["How often is the green bin collected?", "  Every other Tuesday.  ", ""]
     embedded = scorer.sentence_embeddings(texts)
     frame = pd.DataFrame({"id": ["a"], "question": [texts[0]], "generated_answer": [texts[1]],
-                          "reference_answer": [texts[0]], "retrieved_ids": [None], "gold_id": [None],
+                          "reference_answer": [texts[0]], "retrieved_ids": [None], "gold_id": [None], "gold_ids": [None],
                           "retrieved_contexts": [None]})
     scored = score_answers(frame, scorer, 5, show_progress=False, question_embeddings=True)
     assert pairwise_cosine(embedded[:1], embedded[1:2])[0] == pytest.approx(scored["sentence_cosine"][0], abs=1e-6)

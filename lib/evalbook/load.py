@@ -40,12 +40,14 @@ from evalbook.metrics import METRICS, SCORE_FLAGS
 from evalbook.score.models import hub_reachable
 
 EXAMPLE_TEXT_COLUMNS = ("question", "context", "answer")
-LIST_COLUMNS = ("retrieved_ids", "retrieved_contexts")
+RETRIEVED_COLUMNS = ("retrieved_ids", "retrieved_contexts")  # the system's results, in rank order
+GOLD_IDS = "gold_ids"  # optional: the ids of every document relevant to the question, instead of gold_id
+LIST_COLUMNS = (*RETRIEVED_COLUMNS, GOLD_IDS)
 OPTIONAL_TEXT_COLUMNS = ("gold_id", "source")
 CONVERSATION = "conversation"  # optional multi-turn transcript: [{"role": ..., "content": ...}, ...]
 METADATA = "metadata"  # the canonical column that carries every input column evalbook does not read
 GENERATOR = "generator"  # optional: the system that wrote the row's answer, for the report
-PREDICTION_COLUMNS = (*LIST_COLUMNS, "source", CONVERSATION, GENERATOR)
+PREDICTION_COLUMNS = (*RETRIEVED_COLUMNS, "source", CONVERSATION, GENERATOR)
 SHOWN_ROWS = 10
 # surrogateescape decodes each byte that is not UTF-8 to one of these lone surrogates
 UNDECODABLE = re.compile("[\udc80-\udcff]")
@@ -61,6 +63,7 @@ CANONICAL_SCHEMA = pa.schema([
     pa.field("generated_empty", pa.bool_(), nullable=False),
     pa.field("reference_empty", pa.bool_(), nullable=False),
     pa.field("gold_id", pa.string()),
+    pa.field(GOLD_IDS, pa.list_(pa.string())),
     pa.field("retrieved_ids", pa.list_(pa.string())),
     pa.field("retrieved_contexts", pa.list_(pa.string())),
     pa.field("source", pa.string()),
@@ -70,7 +73,7 @@ CANONICAL_SCHEMA = pa.schema([
 ])
 # The input columns evalbook reads; every other column of either file is kept as metadata.
 READ_COLUMNS = frozenset({"id", *EXAMPLE_TEXT_COLUMNS, "generated_answer", *PREDICTION_COLUMNS,
-                          *OPTIONAL_TEXT_COLUMNS})
+                          *OPTIONAL_TEXT_COLUMNS, GOLD_IDS})
 # Names a metadata column cannot take: the canonical and scored tables' columns, a report
 # example's fields and the metrics' names, which slices and pages already use.
 RESERVED_NAMES = frozenset({*CANONICAL_SCHEMA.names, *SCORE_FLAGS, *(m.name for m in METRICS), "rank",
@@ -472,15 +475,34 @@ def _check_text(frame: pd.DataFrame, path: str, column: str, allow_null: bool,
 
 
 def _check_list(frame: pd.DataFrame, path: str, column: str) -> None:
-    bad = []
+    """Each value of a list column is a list of strings; gold_ids also names at least one, since
+    recall and nDCG divide by the number of relevant documents."""
+    bad, empty = [], []
     for row, value in zip(frame["__row"].tolist(), frame[column].tolist()):
         if value is None or (isinstance(value, float) and np.isnan(value)):
             continue
         items = list(value) if isinstance(value, (list, tuple, np.ndarray)) else None
         if items is None or not all(isinstance(item, str) for item in items):
             bad.append(row)
+        elif column == GOLD_IDS and not items:
+            empty.append(row)
     if bad:
-        raise LoadError(path, "must be a list of strings in rank order", column=column, rows=bad)
+        what = ": the ids of the relevant documents" if column == GOLD_IDS else " in rank order"
+        raise LoadError(path, f"must be a list of strings{what}", column=column, rows=bad)
+    if empty:
+        raise LoadError(path, "must name at least one relevant document; leave the value out (null, or "
+                        "an empty cell) for a question without one", column=column, rows=empty)
+
+
+def _check_one_gold(frame: pd.DataFrame, path: str) -> None:
+    """A row gives its relevant documents once: gold_id or gold_ids, never both."""
+    if "gold_id" not in frame.columns or GOLD_IDS not in frame.columns:
+        return
+    both = [row for row, single, several in zip(frame["__row"], frame["gold_id"], frame[GOLD_IDS])
+            if not is_missing(single) and not is_missing(several)]
+    if both:
+        raise LoadError(path, "gives both gold_id and gold_ids; give one (gold_ids may hold a single id)",
+                        column=GOLD_IDS, rows=both)
 
 
 def _normalise_ids(frame: pd.DataFrame, path: str, generated: bool) -> pd.Series:
@@ -524,6 +546,7 @@ def _validate_optional(frame: pd.DataFrame, path: str) -> None:
     for column in OPTIONAL_TEXT_COLUMNS:
         if column in frame.columns:
             _check_text(frame, path, column, allow_null=True)
+    _check_one_gold(frame, path)
 
 
 # ---------------------------------------------------------------- metadata
@@ -775,10 +798,15 @@ def _sample(joined: pd.DataFrame, input_path: str, limit: int | None, seed: int)
     return kept
 
 
+def _has_gold(table: pd.DataFrame) -> pd.Series:
+    """Rows with relevant document ids: a gold_id or gold_ids."""
+    return table["gold_id"].notna() | table[GOLD_IDS].notna()
+
+
 def _retrieval_warnings(table: pd.DataFrame, input_path: str) -> list[str]:
-    """Retrieval data that cannot be used: retrieved_ids without a gold_id, or gold_ids with no
-    retrieved_ids anywhere (retrieved ids are compared only with the gold id)."""
-    has_ids, has_gold = table["retrieved_ids"].notna(), table["gold_id"].notna()
+    """Retrieval data that cannot be used: retrieved_ids without a gold_id or gold_ids, or gold
+    ids with no retrieved_ids anywhere (retrieved ids are compared only with the gold ids)."""
+    has_ids, has_gold = table["retrieved_ids"].notna(), _has_gold(table)
     has_contexts = table["retrieved_contexts"].notna()
     warnings = []
     ids_without_gold = has_ids & ~has_gold
@@ -793,14 +821,14 @@ def _retrieval_warnings(table: pd.DataFrame, input_path: str) -> list[str]:
             outcome = (f"so the retrieval of the {unscored} without retrieved_contexts is not scored "
                        "and the others are compared by retrieved_contexts instead")
         rows = table.loc[ids_without_gold, "row"].tolist()
-        warnings.append(f"{n} example(s) have retrieved_ids but no gold_id ({_rows_text(rows)} of "
-                        f"{input_path}): retrieved_ids are compared only with gold_id, {outcome}; "
-                        f"give each example its gold_id in {input_path}")
+        warnings.append(f"{n} example(s) have retrieved_ids but no gold_id or gold_ids ({_rows_text(rows)} "
+                        f"of {input_path}): retrieved_ids are compared only with the gold ids, {outcome}; "
+                        f"give each example its gold_id (or gold_ids) in {input_path}")
     if has_gold.any() and not has_ids.any():
         outcome = ("retrieval is compared by retrieved_contexts" if has_contexts.any()
                    else "retrieval is not scored")
-        warnings.append(f"gold_id is given for {int(has_gold.sum())} example(s), but no example has "
-                        f"retrieved_ids: gold_id is unused and {outcome}; add retrieved_ids to the "
+        warnings.append(f"gold_id or gold_ids is given for {int(has_gold.sum())} example(s), but no example "
+                        f"has retrieved_ids: the gold ids are unused and {outcome}; add retrieved_ids to the "
                         "predictions to measure retrieval by id")
     return warnings
 
@@ -844,7 +872,7 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
     generators = sorted({str(g) for g in _column_or_null(kept, GENERATOR) if g is not None})
     without = table.loc[~table["has_prediction"], "id"].tolist()
     near_misses = _near_misses(unmatched, examples["id"].tolist())
-    has_ids, has_gold = table["retrieved_ids"].notna(), table["gold_id"].notna()
+    has_ids, has_gold = table["retrieved_ids"].notna(), _has_gold(table)
     counts = {
         "n_input_rows": int(n_input_rows),
         "n_skipped_incomplete_examples": len(skipped_rows),
@@ -917,6 +945,7 @@ def _canonical(frame: pd.DataFrame, metadata: list[str]) -> pd.DataFrame:
         "generated_empty": [g is not None and g.strip() == "" for g in generated],
         "reference_empty": [r.strip() == "" for r in references],
         "gold_id": _column_or_null(frame, "gold_id"),
+        GOLD_IDS: _column_or_null(frame, GOLD_IDS),
         "retrieved_ids": _column_or_null(frame, "retrieved_ids"),
         "retrieved_contexts": _column_or_null(frame, "retrieved_contexts"),
         "source": _column_or_null(frame, "source"),

@@ -63,7 +63,8 @@ class Metric:
         return node if isinstance(node, dict) else None
 
     def mean(self, report: dict[str, Any]) -> Any:
-        """The run's mean (a rate for top-k match) as the report gives it; None when absent."""
+        """The run's mean (a rate for top-k match) as the report gives it; None when absent, as
+        in a report written before the metric existed."""
         summary = self.summary(report)
         return None if summary is None or self.mean_key is None else summary.get(self.mean_key)
 
@@ -71,6 +72,9 @@ class Metric:
 # bert-score's baseline rescaling, (s - b) / (1 - b), keeps 1 at 1 but sends -1 below -1, as far
 # as the baseline b is close to 1: a rescaled BERTScore has no floor.
 RESCALED_BERTSCORE = (None, 1.0)
+# The retrieval metrics share one grey: figures draw one metric per panel, and the palette has
+# too few colours left for five more.
+RETRIEVAL_COLOUR = "#949494"
 
 
 def _similarity(name: str, label: str, colour: str, *path: str, headline: bool = False) -> Metric:
@@ -83,6 +87,13 @@ def _bertscore(name: str, label: str, colour: str, part: str, headline: bool = F
                    rescaled_range=RESCALED_BERTSCORE)
 
 
+def _retrieval(name: str, label: str, summary_key: str, headline: bool = False) -> Metric:
+    """A retrieval metric at the run's k, 0-1: its mean sits in retrieval_summary under
+    `summary_key`, beside the k it was measured at."""
+    return Metric(name, "retrieval", label, RETRIEVAL_COLOUR, ("retrieval", name), ("retrieval_summary",),
+                  (0.0, 1.0), mean_key=summary_key, summary_statistics=(summary_key,), headline=headline)
+
+
 def _judge(name: str, colour: str, lowest: float = 0.0) -> Metric:
     return Metric(name, "judge", name, colour, ("judge", name, "score"),
                   ("judge_summary", "metrics", name), (lowest, 1.0), headline=True)
@@ -93,12 +104,15 @@ METRICS: tuple[Metric, ...] = (
     _bertscore("bertscore_precision", "BERTScore precision", "#56b4e9", "precision"),
     _bertscore("bertscore_recall", "BERTScore recall", "#029e73", "recall"),
     _similarity("sentence_cosine", "sentence cosine", "#de8f05", "sentence_cosine", headline=True),
-    Metric("top_k_match", "retrieval", "top-k match", "#949494", ("retrieval", "top_k_match"),
-           ("retrieval_summary",), (0.0, 1.0), mean_key="top_k_match_rate",
-           summary_statistics=("top_k_match_rate",), headline=True),
-    # A rank is missing where the gold was not retrieved, so pairing ranks would skip exactly
-    # the failures: the comparison pairs top_k_match instead.
-    Metric("rank", "retrieval", "retrieval rank", "#949494", ("retrieval", "rank"),
+    # hit@k, named top_k_match since before the other retrieval metrics; its mean is a rate
+    _retrieval("top_k_match", "top-k match", "top_k_match_rate", headline=True),
+    _retrieval("mrr_at_k", "MRR@k", "mrr_at_k", headline=True),
+    _retrieval("precision_at_k", "precision@k", "precision_at_k"),
+    _retrieval("recall_at_k", "recall@k", "recall_at_k"),
+    _retrieval("ndcg_at_k", "nDCG@k", "ndcg_at_k"),
+    # A rank is missing where no relevant document was retrieved, so pairing ranks would skip
+    # exactly the failures: the comparison pairs the metrics at k instead.
+    Metric("rank", "retrieval", "retrieval rank", RETRIEVAL_COLOUR, ("retrieval", "rank"),
            ("retrieval_summary",), (1.0, None), mean_key=None, summary_statistics=(),
            higher_is_better=False, in_comparison=False),
     _judge("groundedness", "#d55e00"),

@@ -73,7 +73,7 @@ def parse_rule(text: str) -> Rule:
     if name not in gated:
         registered = {m.name for m in METRICS}
         raise _refused(text, f"{name} is not compared example by example (a comparison pairs "
-                             f"top_k_match instead)" if name in registered else f"no metric {name!r}")
+                             f"the retrieval metrics at k instead)" if name in registered else f"no metric {name!r}")
     try:
         tolerance = float(number)
     except ValueError:

@@ -3,7 +3,8 @@
 - Judge metrics only when both judges ran under the same judge label.
 - Embedding metrics (BERTScore, sentence cosine) get deltas only when every model pin matches;
   otherwise the two means are shown side by side, without deltas.
-- Retrieval `top_k_match` gets deltas only when both runs used the same k.
+- The retrieval metrics at k (top-k match, MRR@k, precision@k, recall@k, nDCG@k) get deltas only
+  when both runs used the same k.
 """
 
 from __future__ import annotations
@@ -95,18 +96,19 @@ def _has_retrieval(report: dict[str, Any]) -> bool:
 
 
 def retrieval_gate(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
-    """top_k_match is compared when both runs have retrieval results and used the same k."""
+    """The retrieval metrics at k are compared when both runs have retrieval results and used the
+    same k."""
     b_k, c_k = baseline["retrieval_summary"]["k"], candidate["retrieval_summary"]["k"]
     present = {"baseline": _has_retrieval(baseline), "candidate": _has_retrieval(candidate)}
     gate = {"compared": False, "shown": False, "reason": None, "baseline_k": b_k, "candidate_k": c_k}
     if not any(present.values()):
-        gate["reason"] = "top_k_match not compared: neither run has retrieval results"
+        gate["reason"] = "retrieval metrics not compared: neither run has retrieval results"
     elif not all(present.values()):
         side = "baseline" if present["baseline"] else "candidate"
-        gate["reason"] = f"top_k_match not compared: only the {side} run has retrieval results"
+        gate["reason"] = f"retrieval metrics not compared: only the {side} run has retrieval results"
     elif b_k != c_k:
         gate["shown"] = True
-        gate["reason"] = (f"top_k_match shown side by side without deltas: baseline k={b_k} differs "
+        gate["reason"] = (f"retrieval metrics shown side by side without deltas: baseline k={b_k} differs "
                           f"from candidate k={c_k}")
     else:
         gate["compared"] = gate["shown"] = True

@@ -22,7 +22,7 @@ from evalbook.templating import render
 RUN_FIELDS = ("run_id", "location", "timestamp", "dataset", "generator", "sentence_transformer",
               "bertscore", "judge", "k", "params_profile", "git_commit")
 # The gates of a comparison, as its notes name them.
-GATE_NAMES = (("Embedding metrics", "embedding"), ("Retrieval top_k_match", "retrieval"), ("Judge metrics", "judge"))
+GATE_NAMES = (("Embedding metrics", "embedding"), ("Retrieval metrics", "retrieval"), ("Judge metrics", "judge"))
 
 
 # Below this share of either run's examples paired, the comparison warns that it speaks for few.

@@ -14,12 +14,12 @@ from typing import Any
 import pandas as pd
 
 from evalbook.files import write_atomically
-from evalbook.metrics import METRICS, SCORE_FLAGS, Metric, names
+from evalbook.metrics import METRICS, SCORE_FLAGS, Metric, names, of_kind
 from evalbook.report.slices import SliceSettings, report_slices
 from evalbook.stats import BOOTSTRAP, PERCENTILE_METHOD, mean_interval, rate, summarize
 from evalbook.validation import ReportError, validate_report
 
-SCHEMA_VERSION = "1.9"
+SCHEMA_VERSION = "1.10"
 INTERVAL_METHOD = (
     "percentile bootstrap of the mean over the examples with a value: numpy.random.default_rng(seed) "
     "draws `resamples` resamples of n indices with replacement; the interval is the (1 - confidence) / 2 "
@@ -47,6 +47,25 @@ def _flags(canonical_row: pd.Series, scored_row: pd.Series) -> list[str]:
     return flags
 
 
+def _retrieval(score: pd.Series) -> dict[str, Any] | None:
+    """An example's retrieval metrics and rank (evalbook.score.retrieval); None without retrieval."""
+    if pd.isna(score["top_k_match"]):
+        return None
+    record: dict[str, Any] = {metric.name: _number(score[metric.name]) for metric in of_kind("retrieval")}
+    record["top_k_match"] = bool(score["top_k_match"])
+    record["rank"] = None if pd.isna(score["rank"]) else int(score["rank"])
+    return record
+
+
+def retrieval_summary(scored: pd.DataFrame, k: int) -> dict[str, Any]:
+    """top-k match's rate and each other retrieval metric's mean (under the registry's mean_key)
+    over the n examples with retrieval results, at k."""
+    matches = rate(scored["top_k_match"].tolist())
+    means = {metric.mean_key: summarize(scored[metric.name].tolist())["mean"] for metric in of_kind("retrieval")
+             if metric.mean_key is not None and metric.name != "top_k_match"}
+    return {"top_k_match_rate": matches["rate"], **means, "k": k, "n": matches["n"], "n_missing": matches["n_missing"]}
+
+
 def example_records(canonical: pd.DataFrame, scored: pd.DataFrame) -> list[dict[str, Any]]:
     """Per-example records in the ADR 014 shape, plus `source`, `metadata` (the input columns
     evalbook does not read, evalbook.load) and `flags`."""
@@ -54,11 +73,6 @@ def example_records(canonical: pd.DataFrame, scored: pd.DataFrame) -> list[dict[
         raise ReportError("the scored table's ids do not match the canonical table's, row for row")
     records = []
     for (_, example), (_, score) in zip(canonical.iterrows(), scored.iterrows()):
-        retrieval = None
-        if not pd.isna(score["top_k_match"]):
-            rank = score["rank"]
-            retrieval = {"top_k_match": bool(score["top_k_match"]),
-                         "rank": None if pd.isna(rank) else int(rank)}
         records.append({
             "id": example["id"],
             "question": example["question"],
@@ -66,7 +80,7 @@ def example_records(canonical: pd.DataFrame, scored: pd.DataFrame) -> list[dict[
             "generated_answer": _text(example["generated_answer"]),
             "source": _text(example["source"]),
             "metadata": json.loads(example["metadata"]),
-            "retrieval": retrieval,
+            "retrieval": _retrieval(score),
             "answer_similarity": {
                 "bertscore": {"precision": _number(score["bertscore_precision"]),
                               "recall": _number(score["bertscore_recall"]),
@@ -79,8 +93,9 @@ def example_records(canonical: pd.DataFrame, scored: pd.DataFrame) -> list[dict[
 
 
 def headline_metrics(judged: dict[str, Any]) -> list[Metric]:
-    """The metrics a report gives intervals for and slices by: the similarity metrics, top-k
-    match and every judge metric the judge scored (`judged`: judge_summary.metrics)."""
+    """The metrics a report gives intervals for and slices by: the similarity metrics, the
+    retrieval metrics at k (not the rank) and every judge metric the judge scored (`judged`:
+    judge_summary.metrics)."""
     return [m for m in METRICS if m.in_comparison and (m.kind != "judge" or m.name in judged)]
 
 
@@ -109,7 +124,6 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
     """
     if timestamp.utcoffset() is None or timestamp.utcoffset().total_seconds() != 0:
         raise ReportError("the report timestamp must be timezone-aware UTC")
-    retrieval = rate(scored["top_k_match"].tolist())
     counts = dict(load_counts)
     counts["n_truncated_bertscore"] = int(scored["truncated_bertscore"].fillna(False).sum())
     counts["n_truncated_sentence"] = int(scored["truncated_sentence"].fillna(False).sum())
@@ -140,8 +154,7 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
         "timestamp": timestamp.isoformat().replace("+00:00", "Z"),
         "dataset": {**dataset, "n_examples": int(len(canonical))},
         "models": models,
-        "retrieval_summary": {"top_k_match_rate": retrieval["rate"], "k": k,
-                              "n": retrieval["n"], "n_missing": retrieval["n_missing"]},
+        "retrieval_summary": retrieval_summary(scored, k),
         "answer_similarity_summary": {column: summarize(scored[column].tolist())
                                       for column in names("similarity")},
         "counts": counts,

@@ -367,7 +367,8 @@ def _rank_counts(report: dict[str, Any]) -> Counter:
 
 @styled
 def retrieval_rank_histogram(report: dict[str, Any]) -> Figure | None:
-    """Bars of how many examples found the gold context at rank 1, 2, ..., and a bar for not retrieved.
+    """Bars of how many examples found their first relevant document at rank 1, 2, ..., and a bar
+    for not retrieved.
 
     Ranks past k (retrieved, but not a top-k match) are drawn pale; the dashed line is k. None
     when no example has retrieval data.

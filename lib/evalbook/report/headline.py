@@ -3,8 +3,8 @@
 `first_screen(report)` gathers it as plain values: the dataset and its size, the generator (and,
 when 00_generate asked it, its endpoint and how many questions it answered), the model pins and
 the judge (or one sentence on why it did not run); each headline metric's mean with its 95%
-bootstrap interval and n, and the pass rate of each judged metric; top-k match with its k; the
-counts of what was missing, empty, cut or unscored. `headline_html(report, earlier)` renders it
+bootstrap interval and n, and the pass rate of each judged metric; top-k match and MRR@k with
+their k; the counts of what was missing, empty, cut or unscored. `headline_html(report, earlier)` renders it
 through `headline.html`, adding, when an earlier run of the same data with the same models exists,
 the paired deltas against it; summary.md renders the same context (evalbook.publish.summary).
 """

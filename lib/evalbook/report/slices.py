@@ -44,6 +44,7 @@ from scipy.stats import beta, false_discovery_control
 
 from evalbook.errors import UnusableInput
 from evalbook.formatting import is_missing
+from evalbook.metrics import of_kind
 from evalbook.stats import BOOTSTRAP, PERCENTILE_METHOD, Bootstrap
 
 MISSING_LEVEL = "(missing)"
@@ -468,7 +469,8 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
     keeps its p and q but is "no clear difference", with them in `set_aside`.
 
     `untested` holds (slice, metric) pairs left out: a slice defined by the metric itself
-    (retrieval hit or miss cuts top-k match into all 1s and all 0s)."""
+    (retrieval hit or miss cuts top-k match into all 1s and all 0s, and the other retrieval
+    metrics at k into a level of 0s)."""
     seed = settings.bootstrap.seed
     tests = [_prepare(metrics[metric], slices[name], name, metric, settings) for metric in metrics for name in slices
              if (name, metric) not in untested]
@@ -522,6 +524,9 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
 METADATA, DERIVED, TOPIC = "metadata", "derived", "topic"
 QUANTILES = 4  # a numeric metadata column is cut into quartiles
 LENGTH_QUANTILES = 3  # lengths are cut into tertiles of words
+# The retrieval metrics at k, which the retrieval slice is not tested on: a miss scores 0 on
+# every one of them, so the slice's miss level differs from the rest by construction.
+RETRIEVAL_AT_K = tuple(metric.name for metric in of_kind("retrieval") if metric.in_comparison)
 
 
 @dataclass(frozen=True)
@@ -580,7 +585,7 @@ def derived_slices(canonical: pd.DataFrame, scored: pd.DataFrame, k: int) -> lis
     if any(not is_missing(match) for match in matches):
         columns.append(SliceColumn(f"retrieval at k = {k}", DERIVED, np.asarray(
             [MISSING_LEVEL if is_missing(match) else "hit" if match else "miss" for match in matches], dtype=object),
-            untested=("top_k_match",)))
+            untested=RETRIEVAL_AT_K))
     truncated = (scored["truncated_bertscore"].fillna(False).astype(bool)
                  | scored["truncated_sentence"].fillna(False).astype(bool))
     columns.append(SliceColumn("truncated", DERIVED,

@@ -605,8 +605,9 @@ def score_answers(frame: pd.DataFrame, scorer: AnswerScorer, k: int,
     """The scoring stage as one batch function: canonical table in, scored table out.
 
     Rows without a generated answer (no prediction) get missing metrics, never 0. Retrieval
-    columns `rank` and `top_k_match` are filled where the row has retrieval results. Pairs are
-    scored `chunk_size` at a time (None: the scorer's), so memory stays bounded. With
+    columns (`rank` and the metrics of evalbook.score.retrieval) are filled where the row has
+    retrieval results. Pairs are scored `chunk_size` at a time (None: the scorer's), so memory
+    stays bounded. With
     `question_embeddings`, the column QUESTION_EMBEDDING holds each question's sentence
     embedding (a list of float32) for the topics by meaning (evalbook.report.topics).
     """
@@ -626,8 +627,8 @@ def score_answers(frame: pd.DataFrame, scorer: AnswerScorer, k: int,
         result[column] = values
     result["reference_empty"] = frame["reference_answer"].str.strip().eq("").to_numpy()
     retrieval = retrieval_columns(frame, k)
-    result["rank"] = retrieval["rank"].to_numpy()
-    result["top_k_match"] = retrieval["top_k_match"].to_numpy()
+    for column in retrieval.columns:
+        result[column] = retrieval[column].to_numpy()
     if question_embeddings:
         result[QUESTION_EMBEDDING] = list(scorer.sentence_embeddings(frame["question"].tolist()).astype(np.float32))
     return result
