@@ -56,7 +56,7 @@ BATCH = 256  # permutations or resamples drawn at once
 @dataclass(frozen=True)
 class SliceSettings:
     """How slices are tested: a level with fewer than `min_n` examples is not; one is flagged
-    when its adjusted q is under `q_threshold`; `permutations` is each test's first pass
+    when its adjusted q is under `q_threshold`; `permutations` is each test's first round
     (slice_run draws more where the adjustment needs them); the bootstrap gives the intervals."""
 
     min_n: int = 10
@@ -340,8 +340,8 @@ def slice_statistics(values: Sequence[Any], levels: Sequence[str], *, slice_name
 
 
 def refined_permutations(n_tests: int, settings: SliceSettings = SliceSettings()) -> int:
-    """The permutations of a test whose first pass left a flag undecided (see slice_run): ten
-    times the first pass's, and at least enough that the smallest p-value they can give,
+    """The most permutations a test draws while a flag stays undecided (_tested_p_values): ten
+    times the first round's, and at least enough that the smallest p-value they can give,
     1 / (1 + R), is half the first Benjamini-Hochberg threshold of `n_tests` tests."""
     return max(10 * settings.permutations, math.ceil(2 * n_tests / settings.q_threshold))
 
@@ -452,9 +452,9 @@ def slice_run(metrics: dict[str, Sequence[Any]], slices: dict[str, Sequence[str]
               untested: frozenset[tuple[str, str]] = frozenset()) -> list[LevelResult]:
     """Every level of every slice for every metric of a run, flagged (flag_levels).
 
-    Permutations come in two passes (_tested_p_values): every test's first pass, then a fresh,
-    longer one (refined_permutations) only for the tests whose first pass leaves a flag
-    undecided, which at 12,000 examples is a few of some 250.
+    Permutations come in rounds (_tested_p_values): every test draws settings.permutations, and
+    only a test whose flag is still undecided draws more, doubling up to refined_permutations,
+    which at 12,000 examples is a few tests of some 250.
 
     Then one correction for what comparing a level with the rest does to the other levels. When
     one level is much worse, every other level is better than a rest that holds it, and with
