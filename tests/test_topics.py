@@ -142,3 +142,17 @@ def test_question_words_do_not_name_a_topic():
     names = topic_names(questions, np.array([0, 0, 0, 1, 1, 1]), 2)
     assert names[0].startswith("refund") and names[1].startswith("bus")
     assert not {"long", "does", "did", "much"} & {word for name in names for word in name.split(" \u00b7 ")}
+
+
+def test_with_topics_off_02_records_why_and_groups_nothing():
+    """slices.topics: false gives the record 04 reads as "no topics", with the reason, and needs
+    no embeddings."""
+    from evalbook.params import load_profile
+    from evalbook.pipeline import question_topics
+    from paths import DEFAULT_PROFILE
+
+    profile = load_profile(DEFAULT_PROFILE, {"slices.topics": False})
+    canonical = pd.DataFrame({"id": ["a", "b"], "question": ["How long?", "Who pays?"]})
+    record = question_topics(profile, canonical, None)
+    assert record == {"k": None, "k_setting": None, "silhouette": None, "seed": 0, "tried": {}, "names": None,
+                      "reason": "slices.topics is false", "ids": ["a", "b"], "labels": None}

@@ -42,7 +42,7 @@ from evalbook.provenance import run_provenance
 from evalbook.redaction import profile_redactor
 from evalbook.replycache import ReplyCache
 from evalbook.report.document import build_report, write_report
-from evalbook.report.topics import find_topics
+from evalbook.report.topics import Topics, find_topics
 from evalbook.score.models import resolve_model, resolve_profile_models
 from evalbook.stats import BOOTSTRAP, summarize
 
@@ -287,8 +287,7 @@ def question_topics(profile: Profile, canonical: pd.DataFrame, embeddings: pd.Se
     setting = profile["slices"]["topics"]
     ids = canonical["id"].tolist()
     if setting is False:
-        return {"k": None, "k_setting": None, "silhouette": None, "seed": BOOTSTRAP.seed, "tried": {},
-                "names": None, "reason": "slices.topics is false", "ids": ids, "labels": None}
+        return Topics(None, None, None, {}, reason="slices.topics is false").as_record(ids, BOOTSTRAP.seed, None)
     if embeddings is None:
         raise StageError("the scores came without the questions' embeddings, which the topics need")
     points = np.stack([np.asarray(row, dtype=np.float32) for row in embeddings])
