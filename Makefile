@@ -13,7 +13,7 @@ BENCH_SLICES_ROWS ?= 12000
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
   -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: run test test-fast bench bench-memory bench-judge bench-generate bench-run bench-slices judge-server setup browser compare calibrate diff venv clean-venv
+.PHONY: run test trend test-fast bench bench-memory bench-judge bench-generate bench-run bench-slices judge-server setup browser compare calibrate diff venv clean-venv
 
 $(STAMP): pyproject.toml constraints.txt judge-model.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
@@ -68,6 +68,11 @@ compare: setup
 LABELS ?= data/sample/labels.csv
 calibrate: setup
 	$(PY) -m evalbook calibrate --params $(PARAMS) --labels $(LABELS) $(if $(RUN),--run $(RUN)) $(ARGS)
+
+# Every headline metric across runs, with intervals and real steps: <outputs root>/trend.html and
+# trend.json. DATASET=<name> and SINCE=<yyyy-mm-dd> narrow it.
+trend: setup
+	$(PY) -m evalbook trend --params $(PARAMS) $(if $(DATASET),--dataset '$(DATASET)') $(if $(SINCE),--since $(SINCE)) $(ARGS)
 
 # The nbdime diff of two runs' executed notebooks (sources and injected parameters, no
 # outputs or timestamps), and of their resolved params: make diff A=<run id> B=<run id>

@@ -1,4 +1,4 @@
-"""Command line: `python -m evalbook run|compare|calibrate|diff ...`.
+"""Command line: `python -m evalbook run|compare|calibrate|diff|trend ...`.
 
 - `run --params <file> [-p key=value ...]`: the last line on stdout is the report's location
   (its absolute path, or its s3:// URL when the outputs root is on S3); the line before it,
@@ -9,6 +9,9 @@
 - `calibrate --labels <file> [--run <run id|report>]`: runs 06_calibrate; the last line on stdout
   is the calibration JSON's location. Without a run, the latest successful run.
 - `diff <run id> <run id>`: the params diff and the nbdime diff of the executed notebooks.
+- `trend [--dataset NAME] [--since YYYY-MM-DD] [--min-paired N]`: writes trend.json and
+  trend.html at the local outputs root, from the runs under the profile's outputs root (local or
+  s3://); the last line on stdout is trend.html's path.
 
 A run id may be shortened to its first 8 or more characters when no other run's id starts so;
 a prefix that several runs share is refused, listing them.
@@ -107,6 +110,21 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trend(args: argparse.Namespace) -> int:
+    # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
+    from evalbook.params import is_remote, load_profile, local_outputs_root, parse_overrides
+    from evalbook.publish.trend import build_trend_page
+    from evalbook.trend.series import StepSettings
+
+    profile = load_profile(args.params, parse_overrides(args.overrides), override_root=Path.cwd())
+    root = profile["outputs_root"] if is_remote(profile["outputs_root"]) else local_outputs_root(profile)
+    html, document = build_trend_page(root, local_outputs_root(profile), dataset=args.dataset, since=args.since,
+                                      settings=StepSettings(min_paired=args.min_paired))
+    print(f"trend JSON: {document}")
+    print(html)
+    return 0
+
+
 def _add_overrides(command: argparse.ArgumentParser) -> None:
     command.add_argument("-p", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                          help="override a profile value (dotted keys reach sections); repeatable")
@@ -117,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
     from evalbook.calibrate.settings import DEFAULTS as CALIBRATION, LABEL_KINDS
     from evalbook.compare.settings import DEFAULTS
+    from evalbook.trend.series import MIN_PAIRED
 
     parser = argparse.ArgumentParser(prog="python -m evalbook", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -174,6 +193,16 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("a", help="run id, its first 8+ characters, or run folder A")
     diff.add_argument("b", help="run id, its first 8+ characters, or run folder B")
     diff.set_defaults(handler=_diff)
+
+    trend = commands.add_parser("trend", help="every headline metric across runs, with intervals and real steps")
+    trend.add_argument("--params", default="params/default.yaml",
+                       help="profile giving the outputs root (local or s3://) to read runs from")
+    _add_overrides(trend)
+    trend.add_argument("--dataset", help="only the runs of this dataset name")
+    trend.add_argument("--since", metavar="YYYY-MM-DD", help="only the points of runs started on or after this day (UTC)")
+    trend.add_argument("--min-paired", type=int, default=MIN_PAIRED,
+                       help=f"fewer shared examples than this and a step is 'not paired' (default {MIN_PAIRED})")
+    trend.set_defaults(handler=_trend)
     return parser
 
 

@@ -71,8 +71,14 @@ FAILED_MARKER = "FAILED"  # the error, when a stage failed
 # when a finished run's upload to a remote outputs root was refused (also in a comparison's or
 # calibration's folder)
 NOT_UPLOADED_MARKER = "NOT_UPLOADED"
+# a run's headline in a few KB, written as it ends (evalbook.trend.headline): what the index and the
+# trend read instead of the report, and each example's metric values, which the trend pairs
+HEADLINE_FILE = "headline.json"
+EXAMPLE_VALUES = "values.parquet"
 SUMMARY_FILE = "summary.md"  # a run's or a comparison's first screen in Markdown (publish.summary)
 INDEX_FILE = "index.html"  # the runs index, at the local outputs root (publish.index)
+TREND_PAGE = "trend.html"  # every headline metric across runs, at the local outputs root (publish.trend)
+TREND_FILE = "trend.json"
 
 
 def run_folder(outputs_root: Path, env: str, run_id: str, started: datetime) -> Path:

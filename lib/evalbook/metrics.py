@@ -39,6 +39,13 @@ class Metric:
     in_comparison: bool = True  # paired example by example in a comparison
     headline: bool = False  # among the numbers a reader sees first: the run index, worst examples
 
+    def label_at(self, k: Any) -> str:
+        """The label with the run's k written in (`MRR@5`, `top-5 match`) for a retrieval metric
+        when k is known; else the label."""
+        if self.kind != "retrieval" or isinstance(k, bool) or not isinstance(k, int):
+            return self.label
+        return self.label.replace("@k", f"@{k}").replace("top-k", f"top-{k}")
+
     def value(self, example: dict[str, Any]) -> float | None:
         """The example's value as a float; None when it has none (not judged, no retrieval)."""
         if self.kind == "judge":

@@ -43,16 +43,17 @@ from evalbook.execution import NOTEBOOKS, execute_stage, mark_not_uploaded, rebu
 from evalbook.files import write_new
 from evalbook.interrupts import RunInterrupted, interrupts_raised, signals_held
 from evalbook.load import LoadError, metadata_column_names
-from evalbook.layout import (ALL_STAGES, FAILED_MARKER, PROVENANCE, RUNNING_MARKER, STAGES, existing_run, params_file,
+from evalbook.layout import (ALL_STAGES, FAILED_MARKER, HEADLINE_FILE, PROVENANCE, RUNNING_MARKER, STAGES, existing_run, params_file,
                              report_path, run_folder, run_json)
 from evalbook.params import (ParamsError, Profile, check_input_files, is_remote, load_profile, local_outputs_root,
                              parse_overrides, resolved_values)
 from evalbook.provenance import run_provenance
 from evalbook.publish.summary import page_links, run_summary_md, write_summary
-from evalbook.runs import RunJson, running_marker
+from evalbook.runs import RunJson, read_run, running_marker
 from evalbook.score.models import resolve_profile_models
 from evalbook.services import StartFailed, serving
 from evalbook.storage import StorageError, check_remote_root, publish_run
+from evalbook.trend.headline import write_headline
 
 
 @dataclass
@@ -247,7 +248,7 @@ def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
             if failure is None:
                 failure = _write_run_summary(result, log)
                 status = "failed" if failure else status
-            _close_run(plan, result, provenance, status, failure)
+            _close_run(plan, result, provenance, status, failure, log=log)
             rebuild_index(plan.local_root, log)
         if is_remote(plan.profile["outputs_root"]):
             publish(result, plan.local_root, plan.profile["outputs_root"], log)
@@ -294,8 +295,8 @@ def _run_with_servers(plan: PlannedRun, result: RunResult, log: TextIO) -> str |
 
 
 def _close_run(plan: PlannedRun, result: RunResult, provenance: dict[str, Any], status: str,
-               failure: str | None, interrupted: dict[str, str] | None = None) -> None:
-    """Write run.json (and FAILED with the failure), then remove RUNNING."""
+               failure: str | None, interrupted: dict[str, str] | None = None, *, log: TextIO) -> None:
+    """Write run.json (and FAILED with the failure) and the headline, then remove RUNNING."""
     summary = RunJson(run_id=plan.run_id, status=status, started_at=plan.started,
                       finished_at=datetime.now(timezone.utc),
                       report=str(plan.report_path) if status == "succeeded" else None,
@@ -303,7 +304,19 @@ def _close_run(plan: PlannedRun, result: RunResult, provenance: dict[str, Any], 
     write_new(run_json(plan.run_dir), summary.to_json())
     if failure:
         write_new(plan.run_dir / FAILED_MARKER, (failure + "\n").encode("utf-8"))
+    _write_headline(plan.run_dir, log)
     (plan.run_dir / RUNNING_MARKER).unlink()
+
+
+def _write_headline(run_dir: Path, log: TextIO) -> None:
+    """Write the run's headline.json and values.parquet (evalbook.trend.headline). A failure is
+    reported, never fatal: the index makes them from the report later."""
+    try:
+        record = read_run(run_dir)
+        write_headline(record, record.report_data)
+    except Exception as error:  # noqa: BLE001 - run.json already says how the run ended
+        print(f"[evalbook] warning: {HEADLINE_FILE} was not written: {type(error).__name__}: {error}",
+              file=log, flush=True)
 
 
 def _record_interrupted(plan: PlannedRun, result: RunResult, provenance: dict[str, Any],
@@ -317,7 +330,7 @@ def _record_interrupted(plan: PlannedRun, result: RunResult, provenance: dict[st
     name = interrupted.signal_name
     stage = result.current_stage or "setup"
     reason = f"interrupted by {name} during {stage}"
-    _close_run(plan, result, provenance, "interrupted", reason, {"stage": stage, "signal": name})
+    _close_run(plan, result, provenance, "interrupted", reason, {"stage": stage, "signal": name}, log=log)
     rebuild_index(plan.local_root, log)
     return RunInterrupted(interrupted.signum, f"run {plan.run_id} {reason}; marked interrupted in "
                           f"{plan.run_dir}")

@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 
 from evalbook.errors import RunFailed, UnusableInput
-from evalbook.layout import (FAILED_MARKER, MIN_PREFIX, NOT_UPLOADED_MARKER, PARAMS_FILE, RUN_JSON, RUNNING_MARKER,
+from evalbook.layout import (FAILED_MARKER, HEADLINE_FILE, MIN_PREFIX, NOT_UPLOADED_MARKER, PARAMS_FILE, RUN_JSON, RUNNING_MARKER,
                              RUNS_DIR, report_path, run_env, run_folders, run_json, run_paths, run_pattern)
 from evalbook.storage import is_remote
 # the statuses of a run folder without run.json, and of one whose run.json or report is not JSON
@@ -35,6 +35,7 @@ RUNNING = "running"
 CRASHED = "crashed"
 RUNNING_OR_CRASHED = "running or crashed"
 UNREADABLE = "unreadable"
+HEADLINE_KIND = "run-headline"  # the `kind` of a headline.json (evalbook.trend.headline)
 # within this many seconds, a live process's start time is the one its marker recorded
 START_TIME_TOLERANCE_SECONDS = 0.05
 
@@ -201,8 +202,10 @@ class RunRecord:
     "interrupted"); without run.json, "running", "crashed" or "running or crashed" from the
     RUNNING marker (marker_state); "unreadable" when run.json or the report is not valid JSON.
     `reason` is the failure, the parse error, a missing report or a refused upload, else None.
-    `report` is the report's path when it exists and parses; `report_data` is its content and
-    `summary` its run.json, each when it parses.
+    `report` is the report's path when it exists (and parses, when it is read); `summary` is
+    its run.json when it parses. `headline` is its headline.json (evalbook.trend.headline) when
+    it has one; the report is then never read. Without one, `report_data` is the report's content
+    when it parses, from which the headline is made once.
     """
 
     run_id: str
@@ -215,6 +218,7 @@ class RunRecord:
     overrides: dict[str, Any] | None
     summary: RunJson | None
     report_data: dict[str, Any] | None
+    headline: dict[str, Any] | None = None
 
 
 def _status(run_dir: Path, summary: RunJson | None, problem: str | None) -> tuple[str, str | None]:
@@ -238,7 +242,11 @@ def read_run(run_dir: Path) -> RunRecord:
     status, reason = _status(run_dir, summary, problem)
     started_at = summary.started_at if summary is not None else None
     report_file, report, report_data = report_path(run_dir), None, None
-    if report_file.is_file():
+    headline, _ = read_json(run_dir / HEADLINE_FILE, HEADLINE_FILE) if summary is not None else (None, None)
+    headline = headline if headline is not None and headline.get("kind") == HEADLINE_KIND else None
+    if headline is not None and report_file.is_file():
+        report = report_file
+    elif report_file.is_file():
         report_data, problem = read_json(report_file, "report JSON")
         if report_data is None:
             status, reason = UNREADABLE, problem
@@ -247,7 +255,7 @@ def read_run(run_dir: Path) -> RunRecord:
     return RunRecord(run_id=run_dir.name, env=run_env(run_dir), run_dir=run_dir,
                      started_at=started_at or _started_without_summary(run_dir), status=status,
                      reason=reason, report=report, overrides=summary.overrides if summary else None,
-                     summary=summary, report_data=report_data)
+                     summary=summary, report_data=report_data, headline=headline)
 
 
 def collect_run_records(outputs_root: Path) -> list[RunRecord]:

@@ -344,6 +344,19 @@ def _listing_error(error: Exception, listing: str, filesystem: s3fs.S3FileSystem
     return StorageError(f"cannot list {listing} at {_endpoint(filesystem)}: {code}: {message}")
 
 
+def find_objects(remote_root: str, pattern: str) -> list[str]:
+    """The s3:// URLs of the objects under `remote_root` whose keys below it match the glob
+    `pattern` (`*` within one folder), by URL; StorageReadError when the root cannot be listed."""
+    bucket, prefix = _root_location(remote_root)
+    filesystem = _s3_filesystem()
+    base = f"{bucket}/{prefix}".rstrip("/")
+    try:
+        found = filesystem.glob(f"{base}/{pattern}")
+    except Exception as error:  # noqa: BLE001 - every failure becomes a StorageReadError naming the root
+        raise StorageReadError(str(_listing_error(error, remote_root, filesystem))) from error
+    return sorted(f"s3://{key}" for key in found)
+
+
 def read_bytes(location: str | os.PathLike) -> bytes:
     """The whole content of a local file (a path or a file:// URL) or of the object at an
     s3:// URL, read with one GetObject request; StorageReadError naming it when it cannot be read."""

@@ -39,22 +39,31 @@ class ComparisonContext:
                 f"comparison {self.run_id} -> {self.output_path}{scratch}")
 
     def params_differences(self) -> list[tuple[str, Any, Any]] | None:
-        """Each resolved parameter (dotted key) whose value differs between the two runs'
-        `params.yaml`, as (key, baseline value, candidate value), `run_id` left out; None when
-        either run folder is not on this machine (an s3:// report)."""
+        """Each resolved parameter whose value differs between the two runs' `params.yaml`
+        (params_differences); None when either run folder is not on this machine (an s3:// report)."""
         folders = [Path(run.location).with_suffix("") for run in (self.baseline, self.candidate)]
         if any(is_remote(run.location) or not params_file(folder).is_file()
                for run, folder in zip((self.baseline, self.candidate), folders)):
             return None
-        base, cand = (dotted_items(yaml.safe_load(params_file(folder).read_text("utf-8"))) for folder in folders)
-        keys = [key for key in dict.fromkeys([*base, *cand]) if key != "run_id"]
-        return [(key, base.get(key), cand.get(key)) for key in keys if base.get(key) != cand.get(key)]
+        base, cand = (yaml.safe_load(params_file(folder).read_text("utf-8")) for folder in folders)
+        return params_differences(base, cand)
 
     def build(self) -> dict[str, Any]:
         """The compare-v1 document of the two runs, stamped now."""
         return build_comparison(self.baseline, self.candidate, baseline_location=self.baseline.location,
                                 candidate_location=self.candidate.location,
                                 created_at=datetime.now(timezone.utc), settings=self.settings)
+
+
+def params_differences(baseline: dict[str, Any] | None,
+                       candidate: dict[str, Any] | None) -> list[tuple[str, Any, Any]] | None:
+    """Each resolved parameter (dotted key) whose value differs between two runs' params, as
+    (key, baseline value, candidate value), `run_id` left out; None when either is None."""
+    if baseline is None or candidate is None:
+        return None
+    base, cand = dotted_items(baseline), dotted_items(candidate)
+    keys = [key for key in dict.fromkeys([*base, *cand]) if key != "run_id"]
+    return [(key, base.get(key), cand.get(key)) for key in keys if base.get(key) != cand.get(key)]
 
 
 def open_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None, *,

@@ -173,14 +173,17 @@ def regressions(metric: Metric, paired: PairedValues, pairing: Pairing, settings
 
 
 def run_summary(report: dict[str, Any], location: str) -> dict[str, Any]:
-    provenance = report["provenance"]
+    """What a comparison records of each run, and what "what changed" reads (tables.changes).
+    A field an old or partial report lacks is None (the trend reads such reports too)."""
+    provenance = report.get("provenance") or {}
     profile = provenance.get("params_profile") or {}
+    models = report.get("models") or {}
     label, status, _ = judge_side(report)
     return {
-        "run_id": report["run_id"], "location": location, "schema_version": report["schema_version"],
-        "timestamp": report["timestamp"], "dataset": report["dataset"],
-        "models": {key: report["models"].get(key) for key in ("generator", *EMBEDDING_ROLES)},
-        "judge_label": label, "judge_status": status, "k": report["retrieval_summary"]["k"],
+        "run_id": report.get("run_id"), "location": location, "schema_version": report.get("schema_version"),
+        "timestamp": report.get("timestamp"), "dataset": report.get("dataset"),
+        "models": {key: models.get(key) for key in ("generator", *EMBEDDING_ROLES)},
+        "judge_label": label, "judge_status": status, "k": (report.get("retrieval_summary") or {}).get("k"),
         "git_commit": provenance.get("git_commit"), "params_hash": provenance.get("params_hash"),
         "params_profile": {"name": profile.get("name"), "version": profile.get("version"),
                            "overrides": profile.get("overrides")},
@@ -191,12 +194,12 @@ def run_summary(report: dict[str, Any], location: str) -> dict[str, Any]:
 
 def scoring_device(report: dict[str, Any]) -> str:
     """Where a report's embedding models ran; reports made before the device option: the CPU."""
-    return report["provenance"].get("scoring_device", "cpu")
+    return (report.get("provenance") or {}).get("scoring_device", "cpu")
 
 
 def scoring_backend(report: dict[str, Any]) -> str:
     """What ran a report's embedding models; reports made before the backend option: torch."""
-    return report["provenance"].get("scoring_backend", "torch")
+    return (report.get("provenance") or {}).get("scoring_backend", "torch")
 
 
 def _notes(baseline: dict[str, Any], candidate: dict[str, Any], pairing: Pairing,

@@ -20,8 +20,8 @@ def judge_side(report: dict[str, Any]) -> tuple[str | None, str, str | None]:
     """(label, status, reason) of a report's judge; status `absent` for a report without one."""
     summary = report.get("judge_summary")
     if summary is None:
-        return None, "absent", f"report schema {report['schema_version']} has no judge section"
-    return summary.get("label"), summary["status"], summary.get("reason")
+        return None, "absent", f"report schema {report.get('schema_version')} has no judge section"
+    return summary.get("label"), summary.get("status"), summary.get("reason")
 
 
 def judge_gate(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
@@ -54,8 +54,8 @@ def judge_gate(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str,
 
 def embedding_pins(report: dict[str, Any]) -> dict[str, Any]:
     """Everything the report records that fixes the embedding scores, by dotted name."""
-    provenance = report["provenance"]
-    pins: dict[str, Any] = {f"models.{role}": report["models"].get(role) for role in EMBEDDING_ROLES}
+    provenance = report.get("provenance") or {}
+    pins: dict[str, Any] = {f"models.{role}": (report.get("models") or {}).get(role) for role in EMBEDDING_ROLES}
     pins["provenance.bertscore_hash"] = provenance.get("bertscore_hash")
     pins["provenance.bertscore_num_layers"] = provenance.get("bertscore_num_layers")
     for role, digest in (provenance.get("weights_sha256") or {}).items():

@@ -15,32 +15,31 @@ from evalbook.layout import (CALIBRATE_STAGE, CALIBRATION_DIR, COMPARE_STAGE, CO
                              REPORT_STAGE, RUN_DAY_GLOB, RUN_JSON, report_path, run_json, stage_pages)
 from evalbook.metrics import METRICS
 from evalbook.publish.pages import noinput_path
-from evalbook.report.reader import RunReport
+from evalbook.trend.headline import ensure_headline
 from evalbook.runs import RunJson, RunRecord, collect_run_records, json_field, not_uploaded, read_json, utc
 
 REPORT_NOTEBOOK = f"{REPORT_STAGE}.ipynb"
-
-
-def _bertscore_layer(report: dict[str, Any]) -> int | None:
-    layer = json_field(report, "provenance", "bertscore_num_layers")
-    return layer if isinstance(layer, int) and not isinstance(layer, bool) else None
 
 
 # The headline metrics every run has a column for; judge metrics get one when a run has them.
 RUN_COLUMNS = tuple(m.name for m in METRICS if m.headline and m.kind != "judge")
 
 
-def _report_fields(report: dict[str, Any]) -> dict[str, Any]:
-    judge = report.get("judge_summary")
+def _headline_fields(headline: dict[str, Any]) -> dict[str, Any]:
+    """What the index shows of a run's headline (evalbook.trend.headline)."""
+    run, scoring = headline.get("run") or {}, headline.get("scoring") or {}
+    layer = scoring.get("bertscore_layer")
+    models = run.get("models") or {}
     return {
-        "dataset": {key: json_field(report, "dataset", key) for key in ("name", "split", "n_examples")},
-        "models": {"sentence_transformer": json_field(report, "models", "sentence_transformer"),
-                   "bertscore": json_field(report, "models", "bertscore"),
-                   "bertscore_layer": _bertscore_layer(report),
-                   "generator": json_field(report, "models", "generator")},
-        "judge_label": json_field(judge, "label") or json_field(judge, "status"),
-        "k": json_field(report, "retrieval_summary", "k"),
-        "metrics": RunReport(report).headline_means(),
+        "dataset": {key: json_field(headline, "dataset", key) for key in ("name", "split", "n_examples")},
+        "models": {"sentence_transformer": models.get("sentence_transformer"), "bertscore": models.get("bertscore"),
+                   "bertscore_layer": layer if isinstance(layer, int) and not isinstance(layer, bool) else None,
+                   "generator": models.get("generator")} if run else {},
+        # the judge's label, else whether it ran; nothing for a report from before judging
+        "judge_label": run.get("judge_label") or (run.get("judge_status") if run.get("judge_status") != "absent" else None),
+        "k": scoring.get("k"),
+        "metrics": {m.name: json_field(headline, "metrics", m.name, "mean") for m in METRICS
+                    if m.headline and (m.kind != "judge" or m.name in (headline.get("metrics") or {}))},
     }
 
 
@@ -63,8 +62,9 @@ def _run_row(run: RunRecord) -> dict[str, Any]:
                            "started_at": run.started_at, "status": run.status, "reason": run.reason,
                            "report": run.report, "dataset": {}, "models": {}, "judge_label": None,
                            "k": None, "metrics": {}, "overrides": run.overrides}
-    if run.report_data is not None:
-        row.update(_report_fields(run.report_data))
+    headline = ensure_headline(run)
+    if headline is not None and headline.get("run") is not None:
+        row.update(_headline_fields(headline))
     row["links"] = _links(run.run_dir, report_path(run.run_dir), run.summary)
     return row
 

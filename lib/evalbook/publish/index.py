@@ -16,12 +16,14 @@ from typing import Any
 from urllib.parse import quote
 
 from evalbook.files import write_atomically
-from evalbook.layout import INDEX_FILE
+from evalbook.layout import INDEX_FILE, TREND_FILE, TREND_PAGE
 from evalbook.metrics import metric as registered
 from evalbook.metrics import of_kind
 from evalbook.publish.catalog import (CALIBRATION_COLUMNS, HEADLINE_DELTAS, RUN_COLUMNS, collect_calibrations,
                                       collect_comparisons, collect_runs)
+from evalbook.runs import utc
 from evalbook.templating import render
+from evalbook.trend.document import latest_series, read_previous
 
 def _shown(value: Any) -> Any:
     """`value` as a cell shows it, or None (the em dash) when missing, empty or NaN."""
@@ -153,11 +155,35 @@ def _status_counts(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return sorted(counts.items())
 
 
+def _trend_view(trend: dict[str, Any] | None, rows: list[dict[str, Any]], page_dir: Path) -> dict[str, Any] | None:
+    """What the top of the index shows of trend.json (evalbook.trend.document): its latest
+    series, its latest run's headline means with the step to it, and how many runs started after
+    it was built."""
+    series = latest_series(trend)
+    if trend is None or series is None or not (page_dir / TREND_PAGE).is_file():
+        return None
+    point = series["points"][-1]
+    k = point.get("k")
+    cells = []
+    for name in series["metrics"]:
+        shown, step = point["metrics"].get(name) or {}, point["steps"].get(name) or {}
+        moved = f"real step {step['delta']:+.3f}" if step.get("status") == "real" else step.get("status")
+        cells.append({"label": registered(name).label_at(k), "mean": _finite(shown.get("mean")),
+                      "low": _finite(shown.get("low")), "high": _finite(shown.get("high")), "step": moved})
+    built = utc(trend.get("created_at"))
+    newer = sum(1 for row in rows if built is not None and row["started_at"] > built)
+    title = f"{series['dataset']} · {series['split']}" + (" (judge metrics)" if series["kind"] == "judge" else "")
+    return {"href": TREND_PAGE, "title": title, "n_runs": series["n_runs"], "latest": point["run_id"][:8],
+            "cells": cells, "built": trend["created_at"][:16].replace("T", " "), "newer": newer}
+
+
 def render_index(rows: list[dict[str, Any]], page_dir: Path,
                  comparisons: list[dict[str, Any]] | None = None,
-                 calibrations: list[dict[str, Any]] | None = None) -> str:
-    """The index page for `rows` (from collect_runs), `comparisons` (from collect_comparisons) and
-    `calibrations` (from collect_calibrations), with links relative to `page_dir`."""
+                 calibrations: list[dict[str, Any]] | None = None,
+                 trend: dict[str, Any] | None = None) -> str:
+    """The index page for `rows` (from collect_runs), `comparisons` (from collect_comparisons),
+    `calibrations` (from collect_calibrations) and `trend` (the last trend.json), with links
+    relative to `page_dir`."""
     judge_metrics = _judge_metric_names(rows)
     labels = [*(registered(name).label for name in RUN_COLUMNS),
               *(f"judge {registered(name).label}" for name in judge_metrics)]
@@ -167,7 +193,8 @@ def render_index(rows: list[dict[str, Any]], page_dir: Path,
                   score_headers=[label[:1].upper() + label[1:] for label in labels],
                   comparisons=[_comparison_view(row, page_dir) for row in comparisons or []],
                   calibrations=[_calibration_view(row, page_dir) for row in calibrations or []],
-                  rho_headers=[registered(name).label for name in CALIBRATION_COLUMNS])
+                  rho_headers=[registered(name).label for name in CALIBRATION_COLUMNS],
+                  trend=_trend_view(trend, rows, page_dir))
 
 
 def build_index(outputs_root: Path) -> Path:
@@ -175,7 +202,7 @@ def build_index(outputs_root: Path) -> Path:
     the previous index atomically."""
     outputs_root = Path(outputs_root)
     page = render_index(collect_runs(outputs_root), outputs_root, collect_comparisons(outputs_root),
-                        collect_calibrations(outputs_root))
+                        collect_calibrations(outputs_root), read_previous(outputs_root / TREND_FILE))
     index = outputs_root / INDEX_FILE
     write_atomically(index, page.encode("utf-8"), overwrite=True)
     return index

@@ -1,0 +1,81 @@
+"""The trend's figure: small multiples, one panel per metric of a series, each run's mean with
+its 95% interval in the order the runs started, and the steps marked.
+
+A real step is drawn as a triangle on the later run, pointing the way the metric moved, in the
+registry's colour when it got better and in red when it got worse; a step that is not paired
+(or not comparable) is a dashed grey segment, so the eye never joins what the data cannot.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from evalbook.metrics import metric as registered
+from evalbook.report.figures import new_figure, styled
+from evalbook.trend.series import NOT_COMPARABLE, NOT_PAIRED, REAL
+
+WORSE_COLOUR = "#d55e00"  # seaborn colorblind's vermillion, apart from every metric's colour
+MAX_TICKS = 8  # run labels under a panel; more runs than this are labelled every few
+PNG_DPI = 110
+
+
+def _value(entry: Any, key: str) -> float:
+    value = entry.get(key) if isinstance(entry, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def _panel(ax, series: dict[str, Any], name: str) -> None:
+    described = registered(name)
+    points = series["points"]
+    xs = np.arange(len(points))
+    means = np.array([_value(p["metrics"].get(name), "mean") for p in points])
+    lows = np.array([_value(p["metrics"].get(name), "low") for p in points])
+    highs = np.array([_value(p["metrics"].get(name), "high") for p in points])
+    has = ~np.isnan(lows) & ~np.isnan(highs)
+    ax.errorbar(xs[has], means[has], yerr=[means[has] - lows[has], highs[has] - means[has]], fmt="o",
+                color=described.colour, ecolor=described.colour, elinewidth=1.2, capsize=3, markersize=4, zorder=3)
+    ax.plot(xs[~has], means[~has], "o", color=described.colour, markersize=4, zorder=3)
+    for position in range(1, len(points)):
+        step = points[position]["steps"].get(name) or {}
+        segment = ([xs[position - 1], xs[position]], [means[position - 1], means[position]])
+        if step.get("status") in (NOT_PAIRED, NOT_COMPARABLE) or not step:
+            ax.plot(*segment, linestyle="--", color="0.6", linewidth=1, zorder=2)
+            continue
+        ax.plot(*segment, color=described.colour, linewidth=1, alpha=0.6, zorder=2)
+        if step.get("status") == REAL:
+            better = (step["delta"] > 0) == described.higher_is_better
+            ax.plot(xs[position], means[position], "^" if step["delta"] > 0 else "v", markersize=11,
+                    color=described.colour if better else WORSE_COLOUR, zorder=4)
+    k = next((p.get("k") for p in reversed(points) if p.get("k") is not None), None)
+    ax.set_title(described.label_at(k))
+    every = max(1, math.ceil(len(points) / MAX_TICKS))
+    ax.set_xticks(xs[::every], [f"{p['started_at'][5:10]}\n{p['run_id'][:8]}" for p in points[::every]],
+                  fontsize="x-small")
+    ax.set_xlim(-0.5, len(points) - 0.5)
+
+
+@styled
+def trend_figure(series: dict[str, Any]) -> Figure | None:
+    """The series' panels, two per row; None when it has no metric."""
+    names = series["metrics"]
+    if not names:
+        return None
+    columns = min(2, len(names))
+    rows = math.ceil(len(names) / columns)
+    fig, axes = new_figure(rows, columns, figsize=(5.2 * columns, 2.8 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        _panel(ax, series, name)
+    for ax in list(axes.flat)[len(names):]:
+        ax.set_visible(False)
+    return fig
+
+
+def png_bytes(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=PNG_DPI)
+    return buffer.getvalue()
