@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evalbook import stats
 from evalbook.stats import percentile, rate, summarize
 
 # Linear (type 7) percentile: sorted x_0..x_{n-1}, h = (n - 1) q / 100,
@@ -191,3 +192,17 @@ def test_mean_interval_counts_the_missing_and_is_null_without_values():
                                                                       confidence=0.9)
     assert mean_interval([None], resamples=10, seed=0, confidence=0.95) == {
         "mean": None, "low": None, "high": None, "n": 0, "n_missing": 1}
+
+
+def test_bootstrap_mean_cis_equals_bootstrap_mean_ci_for_each_array():
+    rng = np.random.default_rng(7)
+    arrays = [rng.normal(size=n) for n in (1, 2, 7, 32, 32, 100)]
+    expected = [stats.bootstrap_mean_ci(a, resamples=500, seed=3, confidence=0.9) for a in arrays]
+    assert stats.bootstrap_mean_cis(arrays, resamples=500, seed=3, confidence=0.9) == expected
+
+
+def test_bootstrap_mean_cis_draws_in_blocks_as_in_one(monkeypatch):
+    arrays = [np.random.default_rng(8).normal(size=50)]
+    whole = stats.bootstrap_mean_cis(arrays, resamples=300, seed=1, confidence=0.95)
+    monkeypatch.setattr(stats, "BOOTSTRAP_CHUNK", 50 * 7)  # blocks of 7 resamples
+    assert stats.bootstrap_mean_cis(arrays, resamples=300, seed=1, confidence=0.95) == whole
