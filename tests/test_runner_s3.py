@@ -405,6 +405,40 @@ def test_two_s3_runs_are_compared_from_s3_and_the_comparison_published_beside_th
     assert puts[-1] == Request("PUT", "/" + comparison_url.removeprefix("s3://"), 200)
 
 
+def test_the_trend_reads_the_runs_under_an_s3_root_from_their_headlines(
+        published, server, admin, bucket, aws_environment, relocated_default_values, write_profile, tmp_path):
+    assert published.completed.returncode == 0, failure(published)
+    remote_root = f"s3://{bucket}/{PREFIX}"
+    if sum(key.endswith("/headline.json") for key in list_keys(admin, bucket, PREFIX)) < 2:
+        # run alone: the comparison test's truncated candidate is not there yet
+        candidate = run_to_s3(server, admin, bucket, aws_environment, published.local_root, remote_root,
+                              f"predictions_path={TRUNCATED}")
+        assert candidate.completed.returncode == 0, failure(candidate)
+    run_id = RUN_KEY.match(published.last_line.removeprefix(remote_root + "/"))["run_id"]
+    headline_key = f"{published.last_line.removeprefix(f's3://{bucket}/').removesuffix('.json')}/headline.json"
+    assert headline_key in published.keys
+    # a fresh local root: nothing of the runs is on this machine, so all is read from S3
+    local_root = tmp_path / "local-outputs"
+    relocated_default_values.update(outputs_root=remote_root, local_outputs_root=str(local_root))
+    params = write_profile(relocated_default_values, "s3-trend.yaml")
+    drawn = cli(server, admin, bucket, aws_environment, local_root,
+                ["trend", "--params", str(params), "--min-paired", "3"])
+    assert drawn.completed.returncode == 0, failure(drawn)
+    assert Path(drawn.last_line) == local_root / "trend.html" and Path(drawn.last_line).is_file()
+    assert Request("GET", f"/{bucket}/{headline_key}", 200) in drawn.requests
+    assert not any(request.method == "PUT" for request in drawn.requests)  # the trend writes nothing there
+    # no report is read: only listings, headlines and the values the steps pair
+    gets = [request.path for request in drawn.requests if request.method == "GET" and "list-type" not in request.path]
+    assert gets and all(path.endswith(("/headline.json", "/values.parquet")) for path in gets), gets
+    document = json.loads((local_root / "trend.json").read_text())
+    [series] = [s for s in document["series"] if s["kind"] == "scoring"]
+    ids = [point["run_id"] for point in series["points"]]
+    assert run_id in ids and len(ids) >= 2, ids
+    # each step paired the runs' 3 examples by id, from their values.parquet
+    steps = [point["steps"]["bertscore_f1"] for point in series["points"][1:]]
+    assert all(step["status"] != "not paired" and step["n"] == 3 for step in steps), steps
+
+
 def test_a_run_on_s3_is_calibrated_from_s3_and_the_calibration_published_into_its_folder(
         published, server, admin, bucket, aws_environment, in_process_aws, relocated_default_values,
         write_profile):
