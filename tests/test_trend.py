@@ -240,3 +240,17 @@ def test_the_page_and_the_index_show_the_real_step(tmp_path):
     assert "BERTScore F1 -0.050" in page and "-p predictions_path: not set → truncated.jsonl" in page
     index = build_index(tmp_path).read_text()
     assert f'<a href="{TREND_PAGE}">Trend</a>' in index and "real step -0.050" in index
+
+
+def test_a_failed_run_gets_a_headline_with_its_status_and_stays_off_the_lines(tmp_path):
+    run_dir = tmp_path / "local" / "eval-runs" / "2026" / "11" / "20" / run_id(1)
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({
+        "run_id": run_id(1), "status": "failed", "started_at": START.isoformat(), "finished_at": START.isoformat(),
+        "stages": [], "git_commit": "c" * 40}))
+    (run_dir / "FAILED").write_text("stage 02_score failed\nValueError: boom\n")
+    document = build_trend(tmp_path)
+    headline = json.loads((run_dir / HEADLINE_FILE).read_text())
+    assert headline["status"] == "failed" and headline["reason"].startswith("stage 02_score failed")
+    assert headline["metrics"] == {} and not (run_dir / EXAMPLE_VALUES).exists()
+    assert document["series"] == [] and document["left_out"] == {"did not succeed": 1}
