@@ -884,6 +884,22 @@ def test_the_verdict_says_what_changed_between_the_runs():
     assert changes(same) == [] and "are the same" in verdict_html(same)
 
 
+def test_an_override_new_in_one_run_shows_the_value_the_profile_gave_the_other():
+    from evalbook.compare.tables import changes
+
+    baseline, candidate = make_report({"a": 0.5}), make_report({"a": 0.4}, tag="cand")
+    baseline["provenance"]["params_profile"] = {"name": "default", "version": 1, "overrides": {}}
+    candidate["provenance"]["params_profile"] = {"name": "default", "version": 1,
+                                                 "overrides": {"predictions_path": "/data/p-truncated.jsonl"}}
+    doc = compare(baseline, candidate)
+    params = [("predictions_path", "/data/predictions.jsonl", "/data/p-truncated.jsonl")]
+    assert changes(doc, params)[0] == "-p predictions_path: predictions.jsonl (the profile's) → p-truncated.jsonl"
+    # the other way round, an override dropped
+    back = compare(candidate, baseline)
+    assert changes(back, [(k, a, b) for k, b, a in params])[0] == \
+        "-p predictions_path: p-truncated.jsonl → predictions.jsonl (the profile's)"
+
+
 def test_what_changed_names_another_profile_and_unexplained_parameters():
     from evalbook.compare.tables import changes
 

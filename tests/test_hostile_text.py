@@ -1,14 +1,18 @@
-"""Hostile text everywhere, end to end: two real runs with a judge, a comparison and the run index.
+"""Hostile text everywhere, end to end: two real runs with a judge, a comparison, the trend and
+the run index.
 
 Every user-text field (question, context, answer, generated_answer, retrieved contexts, the
 conversation, source), every id (example ids, retrieved_ids, gold_id) and the parameter values
 that pages show (dataset name, generator, the judge's note, its criteria and eligible sources)
-carry script, event-handler, Markdown, TeX and control-character payloads. The judge, the test
-fault server, answers with the same payloads in every statement, justification, question and
-rationale, and one reply is not JSON, so its raw text reaches the unscored tables. The two runs
-differ in one example each, so the comparison lists hostile unpaired ids, and one paired example
-changes its question. Every HTML page written under the outputs root is opened in offline
-Chromium: no dialog may fire, no element may come from a payload, and the payloads show as text.
+carry script, event-handler, Markdown, TeX and control-character payloads, and so does the one
+override the candidate is run with (`-p description=...`, free text that changes no score). The
+judge, the test fault server, answers with the same payloads in every statement, justification,
+question and rationale, and one reply is not JSON, so its raw text reaches the unscored tables.
+The two runs differ in one example each, so the comparison lists hostile unpaired ids, and one
+paired example changes its question. Every HTML page written under the outputs root, the trend
+page among them, is opened in offline Chromium: no dialog may fire, no element may come from a
+payload, and the payloads show as text. No commit message is tested: evalbook records a run's git
+commit hash, never its message, so no commit message reaches a page.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import hostile
 from browser import inspect_offline, offline_browser
 from evalbook.escaping import visible_controls
 from evalbook.publish.index import build_index
+from evalbook.publish.trend import build_trend_page
 from evalbook.runner import RunResult, run_pipeline
 from evalbook.sidedocs import DocumentRun, run_comparison
 from faultserver import FaultServer, valid_reply
@@ -35,6 +40,7 @@ pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models
 HOSTILE = " ".join(hostile.PAYLOADS) + " " + hostile.CONTROLS
 SHOWN = visible_controls(HOSTILE)
 SOURCE = f"source {HOSTILE}"
+OVERRIDE = f"override {HOSTILE}"
 UNPARSED_MARKER = "unparsed-reply"
 UNPARSED_REPLY = f"not JSON {HOSTILE}"
 STAGE_PAGES = ("01_load.html", "02_score.html", "03_judge.html", "04_report.html",
@@ -80,6 +86,7 @@ class Outputs:
     baseline: RunResult
     candidate: RunResult
     comparison: DocumentRun
+    trend: Path
     index: Path
 
 
@@ -115,10 +122,14 @@ def outputs(tmp_path_factory) -> Outputs:
         patch.setenv("HF_HUB_OFFLINE", "1")
         profile = hostile_profile(folder, root, server.base_url, "baseline", BASELINE)
         baseline = run_pipeline(str(profile))
-        candidate = run_pipeline(str(hostile_profile(folder, root, server.base_url, "candidate", CANDIDATE)))
+        # A JSON string is a YAML double-quoted scalar: -p reads the control characters from its escapes.
+        candidate = run_pipeline(str(hostile_profile(folder, root, server.base_url, "candidate", CANDIDATE)),
+                                 [f"description={json.dumps(OVERRIDE)}"])
         assert server.chat_calls > 0
     comparison = run_comparison(str(profile), baseline.run_id, candidate.run_id)
-    return Outputs(root, baseline, candidate, comparison, build_index(root))
+    trend, _ = build_trend_page(root, root)
+    # the index as the next run rebuilds it (make trend does not), linking the trend at its top
+    return Outputs(root, baseline, candidate, comparison, trend, build_index(root))
 
 
 def pages_written(outputs: Outputs) -> dict[Path, list[str]]:
@@ -137,14 +148,19 @@ def pages_written(outputs: Outputs) -> dict[Path, list[str]]:
         expected[run.run_dir / "01_load.html"].append("topic " + hostile.SCRIPT)  # the metadata column's name
     for page in (outputs.comparison.html, outputs.comparison.html_noinput):
         expected[Path(page)] = [f"only-baseline {SHOWN}", f"only-candidate {SHOWN}", f"1 {SHOWN}",
-                                f"dataset {SHOWN}"]
-    expected[outputs.index] = [f"dataset {SHOWN}", f"generator {SHOWN}"]
+                                f"dataset {SHOWN}", f"override {SHOWN}"]
+    # the trend's series titles name the dataset; what changed to the candidate names its override
+    expected[outputs.trend] = [f"dataset {SHOWN}", f"(the profile's) → override {SHOWN}"]
+    expected[outputs.index] = [f"Trend of dataset {SHOWN}", f"dataset {SHOWN}", f"generator {SHOWN}",
+                               f"override {SHOWN}"]
     return expected
 
 
 def test_the_hostile_text_reaches_the_reports_unaltered(outputs):
     for run, rows in ((outputs.baseline, BASELINE), (outputs.candidate, CANDIDATE)):
         report = json.loads(run.report_path.read_text("utf-8"))
+        overrides = {"description": OVERRIDE} if run is outputs.candidate else {}
+        assert report["provenance"]["params_profile"]["overrides"] == overrides
         assert [e["id"] for e in report["examples"]] == [row["id"] for row in rows]
         assert report["dataset"]["name"] == f"dataset {HOSTILE}"
         assert [e["metadata"] for e in report["examples"]] == [{f"topic {HOSTILE}": row[f"topic {HOSTILE}"]}
@@ -157,6 +173,18 @@ def test_the_hostile_text_reaches_the_reports_unaltered(outputs):
         assert unparsed["score"] is None and unparsed["raw_reply"] == UNPARSED_REPLY
         assert judged[BASELINE[0]["id"]]["relevance"]["generated_questions"] == [f"judge {HOSTILE}"] * 2
         assert judged[BASELINE[0]["id"]]["criteria"]["criteria"][0]["rationale"] == f"judge {HOSTILE}"
+
+
+def test_the_trend_records_the_hostile_dataset_name_and_override_unaltered(outputs):
+    doc = json.loads((outputs.root / "trend.json").read_text("utf-8"))
+    assert [(series["kind"], series["dataset"]) for series in doc["series"]] == [
+        ("scoring", f"dataset {HOSTILE}"), ("judge", f"dataset {HOSTILE}")]
+    for series in doc["series"]:
+        baseline, candidate = series["points"]
+        assert (baseline["run_id"], candidate["run_id"]) == (outputs.baseline.run_id, outputs.candidate.run_id)
+        assert (baseline["overrides"], candidate["overrides"]) == ({}, {"description": OVERRIDE})
+        assert any(line.startswith("-p description: ") and line.endswith(f"(the profile's) → {OVERRIDE}")
+                   for line in candidate["changed"]), candidate["changed"]
 
 
 def test_the_comparison_lists_the_hostile_unpaired_ids(outputs):

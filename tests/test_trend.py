@@ -237,9 +237,10 @@ def test_the_page_and_the_index_show_the_real_step(tmp_path):
     html, _ = build_trend_page(tmp_path, tmp_path)
     page = html.read_text()
     assert 'src="data:image/png;base64,' in page
-    assert "BERTScore F1 -0.050" in page and "-p predictions_path: not set → truncated.jsonl" in page
+    assert "BERTScore F1 worse: -0.050" in page and "-p predictions_path: not set → truncated.jsonl" in page
+    assert "Latest run 00000002" in page and "(worse by 0.050)" in page
     index = build_index(tmp_path).read_text()
-    assert f'<a href="{TREND_PAGE}">Trend</a>' in index and "real step -0.050" in index
+    assert f'<a href="{TREND_PAGE}">Trend</a>' in index and "(worse by 0.050)" in index
 
 
 def test_a_failed_run_gets_a_headline_with_its_status_and_stays_off_the_lines(tmp_path):

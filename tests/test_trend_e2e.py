@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from evalbook.layout import EXAMPLE_VALUES, HEADLINE_FILE, TREND_PAGE
-from evalbook.publish.index import build_index
 from evalbook.runner import run_pipeline
 from paths import DEFAULT_PROFILE, NO_JUDGE, ROOT
 
@@ -58,9 +57,9 @@ def test_make_trend_marks_the_step_to_the_truncated_run_real_and_names_its_overr
     for name in ("bertscore_f1", "sentence_cosine"):
         assert truncated["steps"][name]["status"] == "real" and truncated["steps"][name]["delta"] < 0
         assert third["steps"][name]["status"] == "real" and third["steps"][name]["delta"] > 0
-    assert any(line.startswith("-p predictions_path: not set → predictions-truncated.jsonl")
+    assert any(line.startswith("-p predictions_path: predictions.jsonl (the profile's) → predictions-truncated.jsonl")
                for line in truncated["changed"]), truncated["changed"]
     page = (root / TREND_PAGE).read_text("utf-8")
-    assert "BERTScore F1 -0.09" in page and "predictions-truncated.jsonl" in page
-    index = build_index(root).read_text("utf-8")
-    assert f'href="{TREND_PAGE}"' in index
+    assert "BERTScore F1 worse: -0.09" in page and "predictions-truncated.jsonl" in page
+    # make trend rebuilt the index, which links the trend at its top
+    assert f'href="{TREND_PAGE}"' in (root / "index.html").read_text("utf-8")

@@ -11,7 +11,7 @@
 - `diff <run id> <run id>`: the params diff and the nbdime diff of the executed notebooks.
 - `trend [--dataset NAME] [--since YYYY-MM-DD] [--min-paired N]`: writes trend.json and
   trend.html at the local outputs root, from the runs under the profile's outputs root (local or
-  s3://); the last line on stdout is trend.html's path.
+  s3://), and rebuilds the index there, which links it; the last line on stdout is trend.html's path.
 
 A run id may be shortened to its first 8 or more characters when no other run's id starts so;
 a prefix that several runs share is refused, listing them.
@@ -113,6 +113,7 @@ def _diff(args: argparse.Namespace) -> int:
 def _trend(args: argparse.Namespace) -> int:
     # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
     from evalbook.params import is_remote, load_profile, local_outputs_root, parse_overrides
+    from evalbook.publish.index import build_index
     from evalbook.publish.trend import build_trend_page
     from evalbook.trend.series import StepSettings
 
@@ -121,6 +122,7 @@ def _trend(args: argparse.Namespace) -> int:
     html, document = build_trend_page(root, local_outputs_root(profile), dataset=args.dataset, since=args.since,
                                       settings=StepSettings(min_paired=args.min_paired))
     print(f"trend JSON: {document}")
+    print(f"run index: {build_index(local_outputs_root(profile))}")
     print(html)
     return 0
 

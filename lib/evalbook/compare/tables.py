@@ -76,9 +76,23 @@ def _shown_pair(before: Any, after: Any) -> str:
     return f"{shown[0]} → {shown[1]}"
 
 
+def _override_pair(key: str, b_over: dict[str, Any], c_over: dict[str, Any],
+                   resolved: dict[str, tuple[Any, Any]]) -> str:
+    """An override's two sides; a side without it shows the value its profile gave, when the
+    runs' params are known, else "not set"."""
+    text = _shown_pair(b_over.get(key), c_over.get(key))
+    if key not in resolved or (key in b_over and key in c_over) or text.count(" → ") != 1:
+        return text
+    sides = text.split(" → ")
+    for side, (over, value) in enumerate(((b_over, resolved[key][0]), (c_over, resolved[key][1]))):
+        if key not in over and value is not None:
+            sides[side] = f"{_shown_value(value)} (the profile's)"
+    return " → ".join(sides)
+
+
 def changes(doc: dict[str, Any], params: list[tuple[str, Any, Any]] | None = None) -> list[str]:
     """What differs between the two runs, as plain lines: each override set to another value
-    (paths by file name), another profile, each other resolved parameter that differs (`params`,
+    (paths by file name; where one run has no override, the value its profile gave, from `params`), another profile, each other resolved parameter that differs (`params`,
     from the runs' params.yaml when both are on this machine; without them, a line when the
     params hashes differ all the same), each input file whose sha256 differs (its first 12 hex
     digits), each model pin that differs, and the generator and the judge."""
@@ -86,9 +100,10 @@ def changes(doc: dict[str, Any], params: list[tuple[str, Any, Any]] | None = Non
     lines = []
     b_over = base["params_profile"].get("overrides") or {}
     c_over = cand["params_profile"].get("overrides") or {}
+    resolved = {key: (before, after) for key, before, after in params or []}
     for key in dict.fromkeys([*b_over, *c_over]):
         if b_over.get(key) != c_over.get(key):
-            lines.append(f"-p {key}: {_shown_pair(b_over.get(key), c_over.get(key))}")
+            lines.append(f"-p {key}: {_override_pair(key, b_over, c_over, resolved)}")
     b_profile, c_profile = base["params_profile"], cand["params_profile"]
     if (b_profile.get("name"), b_profile.get("version")) != (c_profile.get("name"), c_profile.get("version")):
         lines.append(f"profile: {b_profile.get('name')} v{b_profile.get('version')} → "

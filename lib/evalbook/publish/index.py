@@ -23,7 +23,7 @@ from evalbook.publish.catalog import (CALIBRATION_COLUMNS, HEADLINE_DELTAS, RUN_
                                       collect_comparisons, collect_runs)
 from evalbook.runs import utc
 from evalbook.templating import render
-from evalbook.trend.document import latest_series, read_previous
+from evalbook.trend.document import latest_series, read_previous, step_words
 
 def _shown(value: Any) -> Any:
     """`value` as a cell shows it, or None (the em dash) when missing, empty or NaN."""
@@ -167,7 +167,7 @@ def _trend_view(trend: dict[str, Any] | None, rows: list[dict[str, Any]], page_d
     cells = []
     for name in series["metrics"]:
         shown, step = point["metrics"].get(name) or {}, point["steps"].get(name) or {}
-        moved = f"real step {step['delta']:+.3f}" if step.get("status") == "real" else step.get("status")
+        moved = step_words(name, step)
         cells.append({"label": registered(name).label_at(k), "mean": _finite(shown.get("mean")),
                       "low": _finite(shown.get("low")), "high": _finite(shown.get("high")), "step": moved})
     built = utc(trend.get("created_at"))

@@ -18,25 +18,10 @@ from evalbook.layout import REPORT_STAGE, TREND_FILE, TREND_PAGE
 from evalbook.metrics import metric as registered
 from evalbook.publish.pages import noinput_path
 from evalbook.storage import is_remote
-from evalbook.trend.document import build_trend, read_previous, write_trend
+from evalbook.trend.document import build_trend, read_previous, step_direction, step_words, write_trend
 from evalbook.trend.figures import png_bytes, trend_figure
-from evalbook.trend.series import JUDGE, NOT_COMPARABLE, NOT_PAIRED, REAL, StepSettings
+from evalbook.trend.series import JUDGE, StepSettings
 from evalbook.templating import render
-
-
-def _shade(name: str, step: dict[str, Any]) -> str | None:
-    if step.get("status") != REAL:
-        return None
-    return "better" if (step["delta"] > 0) == registered(name).higher_is_better else "worse"
-
-
-def _step_text(step: dict[str, Any]) -> str | None:
-    status = step.get("status")
-    if status == REAL:
-        return f"real step, {step['delta']:+.3f}"
-    if status in (NOT_PAIRED, NOT_COMPARABLE):
-        return status
-    return None
 
 
 def _href(page_dir: Path, point: dict[str, Any]) -> str | None:
@@ -57,29 +42,37 @@ def _pins(series: dict[str, Any]) -> str:
     return " · ".join([*models, *([f"layer {layer}"] if layer is not None else []), f"{series['backend']}"])
 
 
+def _cells(point: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
+    """A point's metrics: each mean, interval and the step to it, labelled with the run's k."""
+    cells = []
+    for name in names:
+        shown, step = point["metrics"].get(name) or {}, point["steps"].get(name) or {}
+        cells.append({"label": registered(name).label_at(point.get("k")), "mean": shown.get("mean"),
+                      "low": shown.get("low"), "high": shown.get("high"), "shade": step_direction(name, step),
+                      "step": step_words(name, step), "delta": step.get("delta"), "step_low": step.get("low"),
+                      "step_high": step.get("high"), "n": step.get("n")})
+    return cells
+
+
+def _point_view(point: dict[str, Any], names: list[str], page_dir: Path) -> dict[str, Any]:
+    return {"started": point["started_at"][:16].replace("T", " "), "run_id": point["run_id"][:8],
+            "href": _href(page_dir, point), "n": point.get("n_examples"), "cells": _cells(point, names),
+            "changed": point["changed"]}
+
+
 def _series_view(series: dict[str, Any], page_dir: Path, png: bytes | None) -> dict[str, Any]:
+    """What trend_page.html shows of one series: its latest run first, the figure, the real
+    steps (one line per run, newest first) and every run, newest first."""
     names = series["metrics"]
     k = next((p["k"] for p in reversed(series["points"]) if p.get("k") is not None), None)
     title = f"{series['dataset']} · {series['split']}" + (" · judge metrics" if series["kind"] == JUDGE else "")
-    real_steps, points = [], []
-    for point in series["points"]:
-        cells = []
-        for name in names:
-            shown, step = point["metrics"].get(name) or {}, point["steps"].get(name) or {}
-            cells.append({"mean": shown.get("mean"), "low": shown.get("low"), "high": shown.get("high"),
-                          "shade": _shade(name, step), "step": _step_text(step)})
-            if step.get("status") == REAL:
-                real_steps.append({"label": registered(name).label_at(point.get("k")), "delta": step["delta"], "low": step["low"],
-                                   "high": step["high"], "n": step["n"], "shade": _shade(name, step),
-                                   "run_id": point["run_id"][:8], "date": point["started_at"][:10],
-                                   "changed": point["changed"]})
-        points.append({"started": point["started_at"][:16].replace("T", " "), "run_id": point["run_id"][:8],
-                       "href": _href(page_dir, point), "n": point.get("n_examples"), "cells": cells,
-                       "changed": point["changed"]})
+    points = [_point_view(point, names, page_dir) for point in series["points"]]
+    real_steps = [{**point, "moved": [cell for cell in point["cells"] if cell["shade"]]}
+                  for point in points if any(cell["shade"] for cell in point["cells"])]
     return {"title": title, "pins": _pins(series), "judge": series["judge_label"], "n_runs": series["n_runs"],
             "png": base64.b64encode(png).decode("ascii") if png else None,
-            "headers": [registered(name).label_at(k) for name in names], "real_steps": real_steps[::-1],
-            "points": points[::-1]}
+            "headers": [registered(name).label_at(k) for name in names], "latest": points[-1],
+            "real_steps": real_steps[::-1], "points": points[::-1]}
 
 
 def render_trend(document: dict[str, Any], page_dir: Path) -> str:

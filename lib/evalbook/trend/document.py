@@ -25,7 +25,8 @@ from evalbook.layout import EXAMPLE_VALUES, HEADLINE_FILE, PARAMS_FILE, RUN_DAY_
 from evalbook.runs import HEADLINE_KIND, collect_run_records, read_json
 from evalbook.storage import StorageError, find_objects, is_remote, read_bytes
 from evalbook.trend.headline import ensure_headline
-from evalbook.trend.series import SCORING, Series, StepSettings, TrendError, group_series, series_steps, step_key
+from evalbook.metrics import metric as registered
+from evalbook.trend.series import REAL, SCORING, Series, StepSettings, TrendError, group_series, series_steps, step_key
 
 KIND = "trend"
 SCHEMA_VERSION = "1.0"
@@ -193,6 +194,20 @@ def read_previous(path: Path) -> dict[str, Any] | None:
 def write_trend(document: dict[str, Any], path: Path) -> Path:
     write_atomically(path, json.dumps(document, indent=1).encode("utf-8"), overwrite=True)
     return path
+
+
+def step_direction(name: str, step: dict[str, Any]) -> str | None:
+    """"better" or "worse" for a real step, by the metric's direction; None for any other."""
+    if step.get("status") != REAL:
+        return None
+    return "better" if (step["delta"] > 0) == registered(name).higher_is_better else "worse"
+
+
+def step_words(name: str, step: dict[str, Any]) -> str | None:
+    """A step in words: `worse by 0.093`, `within noise`, `not paired`; None for a first run."""
+    if step.get("status") == REAL:
+        return f"{step_direction(name, step)} by {abs(step['delta']):.3f}"
+    return step.get("status")
 
 
 def latest_series(document: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -1,9 +1,11 @@
 """The trend's figure: small multiples, one panel per metric of a series, each run's mean with
 its 95% interval in the order the runs started, and the steps marked.
 
-A real step is drawn as a triangle on the later run, pointing the way the metric moved, in the
-registry's colour when it got better and in red when it got worse; a step that is not paired
-(or not comparable) is a dashed grey segment, so the eye never joins what the data cannot.
+A real step is drawn as a large triangle on the later run, pointing the way the metric moved:
+dark red when it got worse, black when it got better. Neither colour is a metric's, so a
+metric's own colour never reads as a verdict. A step that is not paired (or not comparable) is
+a dashed grey segment, so the eye never joins what the data cannot. The y axis stays within the
+metric's range (from the registry) but for a small margin.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from evalbook.metrics import metric as registered
 from evalbook.report.figures import new_figure, styled
 from evalbook.trend.series import NOT_COMPARABLE, NOT_PAIRED, REAL
 
-WORSE_COLOUR = "#d55e00"  # seaborn colorblind's vermillion, apart from every metric's colour
+WORSE_COLOUR = "#a50021"  # a dark red that no metric of the registry uses
+BETTER_COLOUR = "#111111"
 MAX_TICKS = 8  # run labels under a panel; more runs than this are labelled every few
 PNG_DPI = 110
 
@@ -49,14 +52,28 @@ def _panel(ax, series: dict[str, Any], name: str) -> None:
         ax.plot(*segment, color=described.colour, linewidth=1, alpha=0.6, zorder=2)
         if step.get("status") == REAL:
             better = (step["delta"] > 0) == described.higher_is_better
-            ax.plot(xs[position], means[position], "^" if step["delta"] > 0 else "v", markersize=11,
-                    color=described.colour if better else WORSE_COLOUR, zorder=4)
+            ax.plot(xs[position], means[position], "^" if step["delta"] > 0 else "v", markersize=10,
+                    color=BETTER_COLOUR if better else WORSE_COLOUR, zorder=4)
     k = next((p.get("k") for p in reversed(points) if p.get("k") is not None), None)
     ax.set_title(described.label_at(k))
     every = max(1, math.ceil(len(points) / MAX_TICKS))
-    ax.set_xticks(xs[::every], [f"{p['started_at'][5:10]}\n{p['run_id'][:8]}" for p in points[::every]],
-                  fontsize="x-small")
+    ax.set_xticks(xs[::every], [f"{p['started_at'][5:16].replace('T', ' ')}\n{p['run_id'][:8]}"
+                                 for p in points[::every]], fontsize="x-small")
     ax.set_xlim(-0.5, len(points) - 0.5)
+    _within_range(ax, described.value_range)
+
+
+def _within_range(ax, value_range: tuple[float | None, float | None]) -> None:
+    """Keep the y axis inside the metric's range but for a margin of 2% of it (a rate of 1.000
+    everywhere would otherwise show an axis up to 1.04)."""
+    lowest, highest = value_range
+    low, high = ax.get_ylim()
+    margin = 0.02 * (highest - lowest) if lowest is not None and highest is not None else 0.0
+    if highest is not None and high > highest + margin:
+        high = highest + margin
+    if lowest is not None and low < lowest - margin:
+        low = lowest - margin
+    ax.set_ylim(low, high)
 
 
 @styled
@@ -67,7 +84,7 @@ def trend_figure(series: dict[str, Any]) -> Figure | None:
         return None
     columns = min(2, len(names))
     rows = math.ceil(len(names) / columns)
-    fig, axes = new_figure(rows, columns, figsize=(5.2 * columns, 2.8 * rows), squeeze=False)
+    fig, axes = new_figure(rows, columns, figsize=(4.6 * columns, 2.3 * rows), squeeze=False)
     for ax, name in zip(axes.flat, names):
         _panel(ax, series, name)
     for ax in list(axes.flat)[len(names):]:
