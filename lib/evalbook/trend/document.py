@@ -51,9 +51,15 @@ def local_headlines(outputs_root: Path) -> tuple[list[dict[str, Any]], dict[str,
 
 def remote_headlines(outputs_root: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The headline of every run under an s3:// `outputs_root` that has one, each with its
-    `folder` URL; runs published before headlines existed have none there and are counted."""
+    `folder` URL; runs published before headlines existed have none there, and their reports
+    are counted, not read."""
     headlines, left_out = [], {}
-    for url in find_objects(outputs_root, f"{RUN_DAY_GLOB}/*/{HEADLINE_FILE}"):
+    found = find_objects(outputs_root, f"{RUN_DAY_GLOB}/*/{HEADLINE_FILE}")
+    with_headline = {url.rsplit("/", 2)[-2] for url in found}
+    reports = {url.rsplit("/", 1)[-1].removesuffix(".json") for url in find_objects(outputs_root, f"{RUN_DAY_GLOB}/*.json")}
+    if reports - with_headline:
+        left_out["published without a headline"] = len(reports - with_headline)
+    for url in found:
         try:
             document = json.loads(read_bytes(url))
         except (StorageError, ValueError):
