@@ -7,7 +7,7 @@ contract lists them and tests/test_layers.py enforces it. Each notebook opens it
 folder is spelled in `layout` alone. From the top:
 
 6. The command line
-- __main__              `python -m evalbook run|compare|calibrate|diff`; exit codes from errors
+- __main__              `python -m evalbook run|compare|calibrate|diff|trend`; exit codes from errors
 
 5. The runner                                                             what it writes
 - runner                plans a run, runs its stages, closes it     params.yaml, run.json, FAILED
@@ -26,6 +26,7 @@ folder is spelled in `layout` alone. From the top:
     rundiff               `make diff` of two runs
     summary               a run's or a comparison's summary for a pull     summary.md
                           request, also appended to $GITHUB_STEP_SUMMARY
+    trend                 the trend page across runs                       trend.html, trend.json
 
 3. The documents
 - pipeline              the stage code of 00-04, which the notebooks call
@@ -40,6 +41,13 @@ folder is spelled in `layout` alone. From the top:
                           named by its most distinctive terms (class-based TF-IDF)
     failures              Where it fails in words, for 04 and summary.md
     figures, tables       what 04 shows
+- trend/                every headline metric across runs (`make trend`)
+    headline              a run's headline and its per-example values     headline.json,
+                          (what the index and the trend read)              values.parquet
+    series                the series; a step's paired deltas, real or noise
+    document              the trend document: runs found (local or S3),
+                          steps reused, what changed
+    figures               the small multiples
 - compare/              05_compare: gates, settings, the document (and    comparisons/
                         the earlier comparable run), tables and figure
     gate                  the opt-in regression gate (compare --fail-on)
