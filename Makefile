@@ -10,10 +10,11 @@ BENCH_BACKEND ?=
 BENCH_JUDGE_EXAMPLES ?= 500
 BENCH_GENERATE_EXAMPLES ?= 320
 BENCH_SLICES_ROWS ?= 12000
+BENCH_TREND_RUNS ?= 500
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
   -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: run test trend test-fast bench bench-memory bench-judge bench-generate bench-run bench-slices judge-server setup browser compare calibrate diff venv clean-venv
+.PHONY: run test trend test-fast bench bench-memory bench-judge bench-generate bench-run bench-slices bench-trend judge-server setup browser compare calibrate diff venv clean-venv
 
 $(STAMP): pyproject.toml constraints.txt judge-model.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
@@ -129,6 +130,13 @@ bench-run: setup
 # makes 0 new encodings (exit 1 if it makes any) -> outputs/bench/slices.json
 bench-slices: setup
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_slices.py --rows $(BENCH_SLICES_ROWS)
+
+# The trend page over 500 synthetic run folders, cold, warm and after one more run, and the runs
+# index with their headlines, then with every report made invalid JSON (exit 1 if either opens a
+# report), and the headline migration of the same runs; target: the trend under 5 s
+# -> outputs/bench/trend.json
+bench-trend: setup
+	$(PY) benchmarks/bench_trend.py --runs $(BENCH_TREND_RUNS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -26,6 +26,7 @@ import bench_judge  # noqa: E402
 import bench_run  # noqa: E402
 import bench_scoring  # noqa: E402
 import bench_slices  # noqa: E402
+import bench_trend  # noqa: E402
 from benchlib import perturb, synthetic_texts  # noqa: E402
 from standin_server import StandinServer, spawn_standin  # noqa: E402
 
@@ -324,3 +325,39 @@ def test_a_warm_generate_rerun_makes_no_call_and_the_stand_in_counts_it(server, 
     assert bench_generate.problems(cold) == [] and bench_generate.problems(warm) == []
     checks = bench_generate.targets([bench_generate.with_ideal(cold, 2, DELAY)], {**warm, "concurrency": 2})
     assert checks["warm_rerun_zero_calls"]["met"] is True
+
+
+# ---------------------------------------------------------------- the trend benchmark
+
+def test_the_trend_runs_are_seeded_and_vary_as_planned():
+    planned = bench_trend.plan_runs(500)
+    assert planned == bench_trend.plan_runs(500)
+    assert sum(run.failed for run in planned) == 13
+    assert {run.dataset for run in planned} == set(bench_trend.DATASETS)
+    assert {run.judge_model for run in planned} == {*bench_trend.JUDGE_MODELS, None}
+    assert [run.started for run in planned] == sorted(run.started for run in planned)
+    assert (planned[-1].started - planned[0].started).days >= 124
+
+
+def test_the_trend_benchmark_on_six_runs_reads_no_report_and_sees_one_when_read(tmp_path):
+    from evalbook.layout import EXAMPLE_VALUES, HEADLINE_FILE, report_path, run_folders
+
+    results = bench_trend.run(6, 12, tmp_path)
+    assert results["successful_runs"] == 7  # the six, then one more
+    for part in ("trend_cold", "trend_warm", "trend_warm_one_more", "trend_reports_unreadable", "index",
+                 "index_reports_unreadable"):
+        assert results[part]["reports_opened"] == 0, part
+    assert results["index_reports_unreadable"]["runs_with_means_shown"] == 7
+    assert results["migration"]["headlines_made"] == results["migration"]["equal_to_the_runners"] == 6
+    assert results["trend_cold"]["series"] == 6 and results["trend_cold"]["values_read"] > 0
+    assert results["targets"]["index_reads_no_report"]["met"] is True
+    assert bench_trend.report_lines(results)[2].startswith("trend cold: ")
+    # the count can fail: a run without its headline has its report opened, and is not shown
+    root = tmp_path / "outputs"
+    folders = run_folders(root)
+    reports = {str(report_path(folder)) for folder in folders}
+    headlines = bench_trend.successful_headlines(root)
+    (folders[0] / HEADLINE_FILE).unlink()
+    (folders[0] / EXAMPLE_VALUES).unlink()
+    index = bench_trend.measure_index(root, bench_trend.FileOpens(), reports, headlines)
+    assert index["reports_opened"] == 1 and index["runs_with_means_shown"] == 6
