@@ -191,19 +191,26 @@ def test_since_keeps_the_later_points_and_their_steps(tmp_path):
 
 
 def test_steps_already_worked_out_are_taken_from_the_previous_trend(tmp_path, monkeypatch):
+    # judged runs: each pair of runs is a step of the scoring line and of the judge's line
     f1 = f1_values()
-    make_run(tmp_path, 0, report(run_id(1), f1))
-    make_run(tmp_path, 1, report(run_id(2), f1 - 0.05))
+    make_run(tmp_path, 0, report(run_id(1), f1, judge_label="judge-A"))
+    make_run(tmp_path, 1, report(run_id(2), f1 - 0.05, judge_label="judge-A"))
     build_trend_page(tmp_path, tmp_path)
     first = json.loads((tmp_path / TREND_FILE).read_text())
+    assert {s["kind"] for s in first["series"]} == {"scoring", "judge"}
     read = []
     monkeypatch.setattr(trend_document, "read_values", lambda headline: read.append(headline["run_id"]) or None)
     build_trend_page(tmp_path, tmp_path)
     assert read == [] and json.loads((tmp_path / TREND_FILE).read_text())["series"] == first["series"]
-    make_run(tmp_path, 2, report(run_id(3), f1))
+    make_run(tmp_path, 2, report(run_id(3), f1, judge_label="judge-A"))
     document = build_trend(tmp_path, previous=first)
-    assert read == [run_id(2), run_id(3)]  # only the new step's two runs are read
+    assert read == [run_id(2), run_id(3)]  # only the new step's two runs are read, once for both lines
     assert steps_of(document)[2]["status"] == NOT_PAIRED  # their values were not readable here
+    assert steps_of(document, "judge", "groundedness")[2]["status"] == NOT_PAIRED
+    assert steps_of(document)[1]["status"] == REAL  # reused as it was
+    # other settings: nothing is reused
+    build_trend(tmp_path, previous=first, settings=StepSettings(min_paired=5))
+    assert read[2:] == [run_id(1), run_id(2), run_id(3)]
 
 
 def test_an_old_run_gets_its_headline_once_and_then_the_index_reads_no_report(tmp_path):
@@ -239,6 +246,9 @@ def test_the_page_and_the_index_show_the_real_step(tmp_path):
     assert 'src="data:image/png;base64,' in page
     assert "BERTScore F1 worse: -0.050" in page and "-p predictions_path: not set → truncated.jsonl" in page
     assert "Latest run 00000002" in page and "(worse by 0.050)" in page
+    # 2 metrics stepped once: the page says how many real steps chance alone would give
+    assert ("about 5% of steps are still called real by chance: about 0 of the 2 metric steps judged here"
+            in " ".join(page.split()))
     index = build_index(tmp_path).read_text()
     assert f'<a href="{TREND_PAGE}">Trend</a>' in index and "(worse by 0.050)" in index
 

@@ -20,7 +20,7 @@ from evalbook.publish.pages import noinput_path
 from evalbook.storage import is_remote
 from evalbook.trend.document import build_trend, read_previous, step_direction, step_words, write_trend
 from evalbook.trend.figures import png_bytes, trend_figure
-from evalbook.trend.series import JUDGE, StepSettings
+from evalbook.trend.series import JUDGE, NOISE, REAL, StepSettings
 from evalbook.templating import render
 
 
@@ -85,8 +85,14 @@ def render_trend(document: dict[str, Any], page_dir: Path) -> str:
     settings = document["settings"]
     return render("trend_page.html", series=views, n_runs=document["n_runs_read"], filters=filters,
                   left_out=sorted(document["left_out"].items()), created_at=document["created_at"][:16].replace("T", " "),
-                  n_real=sum(s["n_real_steps"] for s in document["series"]),
+                  n_real=sum(s["n_real_steps"] for s in document["series"]), n_judged=_judged(document),
                   confidence=settings["confidence"], min_paired=settings["min_paired"])
+
+
+def _judged(document: dict[str, Any]) -> int:
+    """How many metric steps were judged real or within noise (paired and comparable)."""
+    return sum(step.get("status") in (REAL, NOISE) for series in document["series"]
+               for point in series["points"] for step in point["steps"].values())
 
 
 def build_trend_page(outputs_root: str | Path, page_dir: Path, *, dataset: str | None = None,

@@ -2,8 +2,9 @@
 means and intervals, what changed from the run before it, and which steps are real.
 
 It reads each run's headline.json and, for the steps not worked out before, the two runs'
-values.parquet; never a report. Steps already in the previous trend.json under the same
-settings are taken from it, so a rebuild after one more run draws one step per series.
+values.parquet, each once per build; never a report. Steps already in the previous trend.json
+under the same settings are taken from it, so a rebuild after one more run draws one step per
+series.
 Runs under an s3:// outputs root are read there; their headlines are never written there.
 """
 
@@ -26,7 +27,8 @@ from evalbook.runs import HEADLINE_KIND, collect_run_records, read_json
 from evalbook.storage import StorageError, find_objects, is_remote, read_bytes
 from evalbook.trend.headline import ensure_headline
 from evalbook.metrics import metric as registered
-from evalbook.trend.series import REAL, SCORING, Series, StepSettings, TrendError, group_series, series_steps, step_key
+from evalbook.trend.series import (REAL, SCORING, Series, StepSettings, TrendError, group_series, series_steps,
+                                   step_key, steps_to_work_out)
 
 KIND = "trend"
 SCHEMA_VERSION = "1.0"
@@ -79,24 +81,53 @@ def read_values(headline: dict[str, Any]) -> pd.DataFrame | None:
         return None
 
 
-def _params(headline: dict[str, Any]) -> dict[str, Any] | None:
-    if is_remote(headline["folder"]):
-        return None
-    path = Path(headline["folder"]) / PARAMS_FILE
-    try:
-        return yaml.safe_load(path.read_text("utf-8"))
-    except (OSError, yaml.YAMLError):
-        return None
+class _Values:
+    """Each run's values table, read once per build and kept only while a step still needs it."""
+
+    def __init__(self, uses: dict[str, int]):
+        self.uses, self.tables = uses, {}
+
+    def __call__(self, headline: dict[str, Any]) -> pd.DataFrame | None:
+        run_id = headline["run_id"]
+        if run_id not in self.tables:
+            self.tables[run_id] = read_values(headline)
+        table = self.tables[run_id]
+        self.uses[run_id] = self.uses.get(run_id, 1) - 1
+        if self.uses[run_id] <= 0:
+            del self.tables[run_id]
+        return table
+
+
+class _Params:
+    """Each local run's params.yaml, parsed once per build (with libyaml's loader when there is one)."""
+
+    LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    def __init__(self):
+        self.parsed: dict[str, dict[str, Any] | None] = {}
+
+    def __call__(self, headline: dict[str, Any]) -> dict[str, Any] | None:
+        folder = headline["folder"]
+        if folder not in self.parsed:
+            self.parsed[folder] = None if is_remote(folder) else self._read(Path(folder) / PARAMS_FILE)
+        return self.parsed[folder]
+
+    def _read(self, path: Path) -> dict[str, Any] | None:
+        try:
+            return yaml.load(path.read_text("utf-8"), Loader=self.LOADER)
+        except (OSError, yaml.YAMLError):
+            return None
 
 
 # ---------------------------------------------------------------- what changed
 
-def what_changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+def what_changed(before: dict[str, Any], after: dict[str, Any], params: _Params | None = None) -> list[str]:
     """What differs from the run `before` to the run `after`, as 05_compare says it
     (evalbook.compare.tables.changes), then the git commit when it differs."""
+    params = params or _Params()
     doc = {"baseline": before["run"], "candidate": after["run"],
            "gates": {"embedding": {"differing_pins": []}}}
-    lines = changes(doc, params_differences(_params(before), _params(after)))
+    lines = changes(doc, params_differences(params(before), params(after)))
     commits = [before.get("git_commit"), after.get("git_commit")]
     if commits[0] != commits[1]:
         lines.append(f"git commit: {(commits[0] or 'none')[:SHA_SHOWN]} → {(commits[1] or 'none')[:SHA_SHOWN]}")
@@ -115,9 +146,11 @@ def _since(text: str | None) -> datetime | None:
     return datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
 
 
-def _point(run: dict[str, Any], metrics: list[str], steps: dict[str, Any], changed: list[str] | None) -> dict[str, Any]:
+def _point(run: dict[str, Any], previous: dict[str, Any] | None, metrics: list[str], steps: dict[str, Any],
+           changed: list[str] | None) -> dict[str, Any]:
     dataset = run.get("dataset") or {}
-    return {"run_id": run["run_id"], "env": run.get("env"), "started_at": run["started_at"],
+    return {"run_id": run["run_id"], "previous_run_id": previous["run_id"] if previous else None,
+            "env": run.get("env"), "started_at": run["started_at"],
             "n_examples": dataset.get("n_examples"), "k": (run.get("scoring") or {}).get("k"),
             "generator": ((run.get("run") or {}).get("models") or {}).get("generator"),
             "overrides": run.get("overrides"), "git_commit": run.get("git_commit"),
@@ -128,14 +161,21 @@ def _point(run: dict[str, Any], metrics: list[str], steps: dict[str, Any], chang
             "changed": changed, "steps": steps}
 
 
-def _series_record(series: Series, steps: list[dict[str, Any]], since: datetime | None) -> dict[str, Any] | None:
+def _first_shown(series: Series, since: datetime | None) -> int:
+    """The position of the series' first run from `since` on (len(runs) when none is)."""
+    if since is None:
+        return 0
+    return next((position for position, run in enumerate(series.runs)
+                 if datetime.fromisoformat(run["started_at"]) >= since), len(series.runs))
+
+
+def _series_record(series: Series, steps: list[dict[str, Any]], first: int, params: _Params) -> dict[str, Any] | None:
     metrics = series.metrics()
     points = []
-    for position, run in enumerate(series.runs):
-        if since is not None and datetime.fromisoformat(run["started_at"]) < since:
-            continue
-        changed = what_changed(series.runs[position - 1], run) if position else None
-        points.append(_point(run, metrics, steps[position], changed))
+    for position in range(first, len(series.runs)):
+        run, previous = series.runs[position], series.runs[position - 1] if position else None
+        changed = what_changed(previous, run, params) if previous else None
+        points.append(_point(run, previous, metrics, steps[position], changed))
     if not points:
         return None
     return {"kind": series.kind, "dataset": series.key["dataset"], "split": series.key["split"],
@@ -145,10 +185,17 @@ def _series_record(series: Series, steps: list[dict[str, Any]], since: datetime 
             "points": points}
 
 
-def _known_steps(previous: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """The steps a previous trend.json worked out, by step_key."""
-    return {entry["key"]: entry["steps"] for entry in (previous or {}).get("step_cache", [])
-            if isinstance(entry, dict) and isinstance(entry.get("steps"), dict)}
+def _known_steps(previous: dict[str, Any] | None, settings: StepSettings) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The steps a previous trend.json worked out under the same settings, by step_key: each
+    point holds its step from the run before it in its series."""
+    if not previous or previous.get("settings") != settings.as_record():
+        return {}
+    known = {}
+    for series in previous.get("series") or []:
+        for point in series.get("points") or [] if isinstance(series, dict) else []:
+            if isinstance(point, dict) and point.get("previous_run_id") and isinstance(point.get("steps"), dict):
+                known[(series.get("kind"), point["previous_run_id"], point.get("run_id"))] = point["steps"]
+    return known
 
 
 def build_trend(outputs_root: str | Path, *, dataset: str | None = None, since: str | None = None,
@@ -171,22 +218,24 @@ def build_trend(outputs_root: str | Path, *, dataset: str | None = None, since: 
         if other:
             left_out["another dataset"] = len(other)
         headlines = [h for h in headlines if (h.get("dataset") or {}).get("name") == dataset]
-    known = _known_steps(previous)
-    series_records, cache = [], []
-    for series in group_series(headlines):
-        steps = series_steps(series, read_values, settings, known)
-        for position in range(1, len(series.runs)):
-            key = step_key(series.runs[position - 1], series.runs[position], settings)
-            cache.append({"key": key, "steps": {**known.get(key, {}), **steps[position]}})
-        record = _series_record(series, steps, start)
+    known = _known_steps(previous, settings)
+    lines = [(series, _first_shown(series, start)) for series in group_series(headlines)]
+    uses: dict[str, int] = {}
+    for series, first in lines:
+        for position in steps_to_work_out(series, known, first):
+            for run in series.runs[position - 1:position + 1]:
+                uses[run["run_id"]] = uses.get(run["run_id"], 0) + 1
+    values, params = _Values(uses), _Params()
+    series_records = []
+    for series, first in lines:
+        record = _series_record(series, series_steps(series, values, settings, known, first), first, params)
         if record is not None:
             series_records.append(record)
     moment = created_at or datetime.now(timezone.utc)
     return {"kind": KIND, "schema_version": SCHEMA_VERSION,
             "created_at": moment.isoformat().replace("+00:00", "Z"),
             "filters": {"dataset": dataset, "since": since}, "settings": settings.as_record(),
-            "n_runs_read": n_runs_read,
-            "left_out": left_out, "series": series_records, "step_cache": cache}
+            "n_runs_read": n_runs_read, "left_out": left_out, "series": series_records}
 
 
 def read_previous(path: Path) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 import numpy as np
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
 from evalbook.metrics import metric as registered
@@ -43,17 +44,24 @@ def _panel(ax, series: dict[str, Any], name: str) -> None:
     ax.errorbar(xs[has], means[has], yerr=[means[has] - lows[has], highs[has] - means[has]], fmt="o",
                 color=described.colour, ecolor=described.colour, elinewidth=1.2, capsize=3, markersize=4, zorder=3)
     ax.plot(xs[~has], means[~has], "o", color=described.colour, markersize=4, zorder=3)
+    solid, dashed, marks = [], [], {}
     for position in range(1, len(points)):
         step = points[position]["steps"].get(name) or {}
-        segment = ([xs[position - 1], xs[position]], [means[position - 1], means[position]])
+        segment = [(xs[position - 1], means[position - 1]), (xs[position], means[position])]
         if step.get("status") in (NOT_PAIRED, NOT_COMPARABLE) or not step:
-            ax.plot(*segment, linestyle="--", color="0.6", linewidth=1, zorder=2)
+            dashed.append(segment)
             continue
-        ax.plot(*segment, color=described.colour, linewidth=1, alpha=0.6, zorder=2)
+        solid.append(segment)
         if step.get("status") == REAL:
             better = (step["delta"] > 0) == described.higher_is_better
-            ax.plot(xs[position], means[position], "^" if step["delta"] > 0 else "v", markersize=10,
-                    color=BETTER_COLOUR if better else WORSE_COLOUR, zorder=4)
+            marker = ("^" if step["delta"] > 0 else "v", BETTER_COLOUR if better else WORSE_COLOUR)
+            marks.setdefault(marker, []).append(position)
+    # one collection per kind of segment and one call per kind of mark: a panel of 500 runs
+    # draws in a few calls, not one per run
+    ax.add_collection(LineCollection(dashed, linestyles="--", colors="0.6", linewidths=1, zorder=2))
+    ax.add_collection(LineCollection(solid, colors=described.colour, linewidths=1, alpha=0.6, zorder=2))
+    for (shape, colour), positions in marks.items():
+        ax.plot(xs[positions], means[positions], shape, markersize=10, color=colour, linestyle="none", zorder=4)
     k = next((p.get("k") for p in reversed(points) if p.get("k") is not None), None)
     ax.set_title(described.label_at(k))
     every = max(1, math.ceil(len(points) / MAX_TICKS))

@@ -135,49 +135,54 @@ def step(metric: Metric, before: dict[str, Any], after: dict[str, Any], deltas: 
             "reason": None}
 
 
+def _column(table: pd.DataFrame, name: str) -> np.ndarray | None:
+    return table[name].to_numpy(dtype="float64", na_value=np.nan) if name in table else None
+
+
 def paired_metric_deltas(before: pd.DataFrame | None, after: pd.DataFrame | None,
                          names: Sequence[str]) -> dict[str, np.ndarray | None]:
     """For each metric, the deltas after - before over the ids both tables hold where both
     values are present; None for every metric when either table is missing."""
     if before is None or after is None:
         return {name: None for name in names}
-    joined = before.merge(after, on="id", suffixes=("_before", "_after"))
+    if before["id"].equals(after["id"]):
+        pairs = before, after  # the same ids in the same order, as most reruns hold them
+    else:
+        joined = before.merge(after, on="id", suffixes=("_before", "_after"))
+        pairs = (joined.rename(columns=lambda c: c.removesuffix("_before")),
+                 joined.rename(columns=lambda c: c.removesuffix("_after")))
     deltas: dict[str, np.ndarray | None] = {}
     for name in names:
-        if f"{name}_before" not in joined or f"{name}_after" not in joined:
+        earlier, later = _column(pairs[0], name), _column(pairs[1], name)
+        if earlier is None or later is None:
             deltas[name] = np.empty(0)
             continue
-        pair = joined[[f"{name}_before", f"{name}_after"]].astype("float64").dropna()
-        deltas[name] = (pair[f"{name}_after"] - pair[f"{name}_before"]).to_numpy()
+        both = ~np.isnan(earlier) & ~np.isnan(later)
+        deltas[name] = later[both] - earlier[both]
     return deltas
 
 
 def series_steps(series: Series, values: Callable[[dict[str, Any]], pd.DataFrame | None],
-                 settings: StepSettings, known: dict[str, dict[str, Any]] | None = None) -> list[dict[str, dict[str, Any]]]:
-    """Each run's steps from the run before it in `series`, by metric (the first run's is empty).
+                 settings: StepSettings, known: dict[tuple[str, str, str], dict[str, Any]] | None = None,
+                 first: int = 0) -> list[dict[str, dict[str, Any]]]:
+    """Each run's steps from the run before it in `series`, by metric (the first run's is empty,
+    and so is every run's before position `first`, whose steps are not shown).
 
     `values` gives a run's values.parquet as a table, or None when it cannot be read. `known`
     holds steps already worked out, by `step_key`: those are taken as they are.
     """
     names = series.metrics()
     described = [m for m in METRICS if m.name in names]
-    steps: list[dict[str, dict[str, Any]]] = [{}]
+    steps: list[dict[str, dict[str, Any]]] = [{} for _ in series.runs]
     pending: list[tuple[int, Metric, np.ndarray | None]] = []
-    tables: dict[str, pd.DataFrame | None] = {}
-
-    def table(run: dict[str, Any]) -> pd.DataFrame | None:
-        if run["run_id"] not in tables:
-            tables[run["run_id"]] = values(run)
-        return tables[run["run_id"]]
-
-    for position in range(1, len(series.runs)):
+    unknown = set(steps_to_work_out(series, known, first))
+    for position in range(max(1, first), len(series.runs)):
         before, after = series.runs[position - 1], series.runs[position]
-        cached = (known or {}).get(step_key(before, after, settings))
-        if cached is not None and set(cached) >= set(names):
-            steps.append({name: cached[name] for name in names})
+        if position not in unknown:
+            cached = known[step_key(series, before, after)]
+            steps[position] = {name: cached[name] for name in names}
             continue
-        deltas = paired_metric_deltas(table(before), table(after), names)
-        steps.append({})
+        deltas = paired_metric_deltas(values(before), values(after), names)
         pending.extend((position, m, deltas[m.name]) for m in described)
     drawn = [d for _, _, d in pending if d is not None and d.size >= settings.min_paired]
     intervals = iter(bootstrap_mean_cis(drawn, resamples=settings.resamples, seed=settings.seed,
@@ -189,6 +194,16 @@ def series_steps(series: Series, values: Callable[[dict[str, Any]], pd.DataFrame
     return steps
 
 
-def step_key(before: dict[str, Any], after: dict[str, Any], settings: StepSettings) -> str:
-    """What a worked-out step is stored under: the two runs and the settings that judged it."""
-    return json.dumps([before["run_id"], after["run_id"], settings.as_record()], sort_keys=True)
+def steps_to_work_out(series: Series, known: dict[tuple[str, str, str], dict[str, Any]] | None,
+                      first: int = 0) -> list[int]:
+    """The positions from `first` on whose steps `known` does not hold for every metric."""
+    names, known = set(series.metrics()), known or {}
+    keys = {position: step_key(series, series.runs[position - 1], series.runs[position])
+            for position in range(max(1, first), len(series.runs))}
+    return [position for position, key in keys.items() if key not in known or not set(known[key]) >= names]
+
+
+def step_key(series: Series, before: dict[str, Any], after: dict[str, Any]) -> tuple[str, str, str]:
+    """What a worked-out step is known by, under the same settings: its line's kind (the same two
+    runs make a step of the scoring line and of the judge's line, with other metrics) and its runs."""
+    return series.kind, before["run_id"], after["run_id"]
