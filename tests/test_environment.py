@@ -23,6 +23,7 @@ PARAMETER_NAMES = ("params_path", "run_dir", "run_id")
 # and in the stages 01-04, which read the data (CONVENTIONS.md)
 STAGE_PARAMETER_NAMES = ("limit", "seed")
 STAGES = ("01_load", "02_score", "03_judge", "04_report")
+INTERACTIVE_ONLY = ("07_label",)
 # The one line a parameters cell may hold besides parameters: what `Optional[...]` needs.
 TYPING_IMPORT = "from typing import Optional"
 
@@ -321,7 +322,9 @@ def parameter_problems(name: str, source: str) -> list[str]:
             problems.append(f"{name} parameter {target}: defaults to None, so its type is Optional[...]")
         names.add(target)
     stage = name.removesuffix(".ipynb") in STAGES
-    for parameter in (*PARAMETER_NAMES, *(STAGE_PARAMETER_NAMES if stage else ())):
+    # 07_label is opened by a person, never run by the runner into a folder: no run_dir or run_id
+    required = ("params_path",) if name.removesuffix(".ipynb") in INTERACTIVE_ONLY else PARAMETER_NAMES
+    for parameter in (*required, *(STAGE_PARAMETER_NAMES if stage else ())):
         if parameter not in names:
             problems.append(f"{name}: the parameters cell does not define {parameter}")
     return problems

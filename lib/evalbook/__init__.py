@@ -3,7 +3,7 @@
 The package is in layers, and imports point down only: from the command line to the runner, to
 publish, to the documents, to the stages, to the foundations. pyproject.toml's import-linter
 contract lists them and tests/test_layers.py enforces it. Each notebook opens its stage through
-`pipeline` (00-04), `compare.context` (05) or `calibrate.context` (06); every file name of a run
+`pipeline` (00-04), `compare.context` (05), `calibrate.context` (06) or `calibrate.labelling` (07); every file name of a run
 folder is spelled in `layout` alone. From the top:
 
 6. The command line
@@ -58,6 +58,9 @@ folder is spelled in `layout` alone. From the top:
     analysis, document    one metric against the labels; the calibrate-v1 document
     context, settings     where 06 reads and writes; its defaults
     tables, figures       what 06 shows
+    labelling             07_label: the stratified sample, the labels file    <env>/labels/<run_id>.csv
+                          written label by label, where the rater is
+    labeller              07_label's widgets (ipywidgets)
 
 2. The stages
 - generate/             00_generate (when the profile enables it)         generated.parquet,

@@ -27,6 +27,7 @@ COMPARISONS_DIR = "comparisons"
 CALIBRATION_DIR = "calibration"  # inside a run folder: its calibrations against human labels
 REMOTE_CALIBRATIONS_DIR = "calibrations"  # under an env: the local copies for runs on S3
 INTERACTIVE_DIR = "interactive"
+LABELS_DIR = "labels"  # 07_label's labels files, one per run: <env>/labels/<run id>.csv
 # what a notebook opened with its defaults writes in its interactive folder
 INTERACTIVE_COMPARISON = "comparison.json"
 INTERACTIVE_CALIBRATION = "calibration.json"
@@ -142,6 +143,11 @@ def calibration_url(report_url: str) -> str:
 def remote_calibration_folder(outputs_root: Path, env: str) -> Path:
     """The local folder for calibrations of runs whose report is on S3."""
     return outputs_root / env / REMOTE_CALIBRATIONS_DIR
+
+
+def labels_file(outputs_root: Path, env: str, run_id: str) -> Path:
+    """Where 07_label writes a run's human labels unless told otherwise."""
+    return outputs_root / env / LABELS_DIR / f"{run_id}.csv"
 
 
 def interactive_folder(outputs_root: Path, env: str) -> Path:

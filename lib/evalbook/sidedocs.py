@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import yaml
 
 from evalbook.calibrate.context import run_to_calibrate
+from evalbook.calibrate.labelling import Labelling
 from evalbook.calibrate.labels import match_labels, read_labels
 from evalbook.calibrate.settings import Settings
 from evalbook.compare.document import check_pairable
@@ -223,3 +224,11 @@ def run_calibration(params_path: str, run: str | None, labels: str,
         remote_parent=calibration_url(location) if remote else None, path_parameter="calibration_path")
     print(f"[evalbook] calibrating {location} against {labels_path}", file=log, flush=True)
     return _run_document(spec, profile, {**given, "run": location, "labels_path": labels_path}, local_root, log)
+
+
+def calibrate_labels(labelling: Labelling, log: TextIO | None = None) -> tuple[dict[str, Any], str]:
+    """07_label's way on: the run it labels calibrated against its labels file by
+    `run_calibration`, as make calibrate does; the calibration document and where it is."""
+    result = run_calibration(labelling.params_path, labelling.report.location, str(labelling.labels.path),
+                             {"label_kind": labelling.calibrate_kind}, log=log)
+    return json.loads(result.path.read_text("utf-8")), result.location or str(result.path)
