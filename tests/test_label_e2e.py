@@ -32,6 +32,7 @@ pytestmark = pytest.mark.slow
 NOTEBOOK = ROOT / "notebooks" / "07_label.ipynb"
 HOSTILE_QUESTION = f"{SCRIPT} which bin?"
 HOSTILE_ANSWER = f"{IMG} the teal one"
+N = 10  # answers to label in the browser
 SCREENSHOT_FOR_DOCS = "EVALBOOK_DOCS_SCREENSHOTS"  # set to write the docs' screenshot into docs/images/
 
 
@@ -42,23 +43,26 @@ class LabelledRun:
 
 @pytest.fixture(scope="module")
 def hostile_run(sample_runs, tmp_path_factory) -> LabelledRun:
-    """A copy of the sample's outputs root whose baseline report's questions and answers carry
-    hostile text (the candidate run is removed, so the baseline is the latest)."""
+    """A copy of the sample's outputs root (the candidate run removed, so the baseline is the
+    latest) where the first answer 07_label shows carries hostile text in its question and answer
+    (the others stay clean, for the docs' screenshot)."""
     outputs = tmp_path_factory.mktemp("label") / "outputs"
     shutil.copytree(sample_runs.outputs, outputs)
     candidate = Path(sample_runs.candidate.run_dir.relative_to(sample_runs.outputs))
     shutil.rmtree(outputs / candidate)
     (outputs / candidate).with_suffix(".json").unlink()
     report_path = outputs / Path(sample_runs.baseline.run_dir.relative_to(sample_runs.outputs)).with_suffix(".json")
-    report = json.loads(report_path.read_text("utf-8"))
-    for example in report["examples"]:
-        example["question"] = f"{HOSTILE_QUESTION} {example['question']}"
-        example["generated_answer"] = f"{HOSTILE_ANSWER} {example['generated_answer']}"
-    report_path.write_text(json.dumps(report), "utf-8")
     values = yaml.safe_load(sample_runs.profile.read_text("utf-8"))
     values["outputs_root"] = str(outputs)
     profile = outputs.parent / "profile.yaml"
     profile.write_text(yaml.safe_dump(values, sort_keys=False), "utf-8")
+    # the scores stay as they are, so the sample (and the first answer shown) does not change
+    first = open_labelling(str(profile), None, str(outputs.parent / "unused.csv"), "x", "scale", N, 0, True).session.current
+    report = json.loads(report_path.read_text("utf-8"))
+    for example in (e for e in report["examples"] if e["id"] == first):
+        example["question"] = f"{HOSTILE_QUESTION} {example['question']}"
+        example["generated_answer"] = f"{HOSTILE_ANSWER} {example['generated_answer']}"
+    report_path.write_text(json.dumps(report), "utf-8")
     return LabelledRun(outputs, profile, report["run_id"])
 
 
@@ -111,7 +115,7 @@ def lab(hostile_run, tmp_path):
     [cell] = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
     labels = tmp_path / "labels.csv"
     cell.source += (f"\nparams_path = {str(hostile_run.profile)!r}\nlabels_path = {str(labels)!r}"
-                    "\nrater = 'ana'\nn = 10")
+                    f"\nrater = 'ana'\nn = {N}")
     nbformat.write(notebook, folder / "07_label.ipynb")
     port, token = free_port(), uuid.uuid4().hex
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
@@ -211,13 +215,6 @@ def test_labelled_with_the_keyboard_in_jupyterlab_and_resumed_after_reopening(la
         press(page, "n", lambda p: shown_id(p) != first)
         second = shown_id(page)
         assert progress(page) == "1 of 10 labelled, 0 skipped"
-        widget = page.locator(".widget-vbox", has=page.locator(".evalbook-label")).first
-        widget.scroll_into_view_if_needed()
-        screenshot = widget.screenshot()
-        (tmp_path / "07_label.png").write_bytes(screenshot)
-        if os.environ.get(SCREENSHOT_FOR_DOCS):
-            (ROOT / "docs" / "images").mkdir(exist_ok=True)
-            (ROOT / "docs" / "images" / "07_label.png").write_bytes(screenshot)
         active = page.evaluate("""() => Array.from(document.querySelectorAll('.evalbook-label *')).filter(
             (e) => Array.from(e.attributes).some((a) => a.name.startsWith('on')) || ['SCRIPT', 'IMG'].includes(e.tagName)
         ).length""")
@@ -230,7 +227,15 @@ def test_labelled_with_the_keyboard_in_jupyterlab_and_resumed_after_reopening(la
         context, page = open_and_run(browser, lab, dialogs)
         page.wait_for_function("() => (document.activeElement?.placeholder || '').startsWith('keys')", timeout=30_000)
         assert shown_id(page) == second and progress(page) == "1 of 10 labelled, 0 skipped"  # resumed
+        assert HOSTILE_QUESTION not in page.locator(".evalbook-label").first.inner_text()
         press(page, "5", lambda p: len(labels_rows(labels)) == 2)
+        widget = page.locator(".widget-vbox", has=page.locator(".evalbook-label")).first
+        widget.scroll_into_view_if_needed()
+        screenshot = widget.screenshot()
+        (tmp_path / "07_label.png").write_bytes(screenshot)
+        if os.environ.get(SCREENSHOT_FOR_DOCS):
+            (ROOT / "docs" / "images").mkdir(exist_ok=True)
+            (ROOT / "docs" / "images" / "07_label.png").write_bytes(screenshot)
         press(page, "n", lambda p: shown_id(p) != second)
         context.close()
     assert labels_rows(labels) == [{"id": first, "label": "2", "rater": "ana"},
