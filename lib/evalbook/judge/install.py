@@ -15,7 +15,6 @@ added is uninstalled and every one it changed is put back at its old version, an
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -78,6 +77,8 @@ def missing(python: str = sys.executable) -> list[str]:
     lacking = []
     try:
         metadata.version("llama-cpp-python")
+        import importlib.util
+
         if importlib.util.find_spec("llama_cpp.server") is None or importlib.util.find_spec("uvicorn") is None:
             lacking.append(LLAMA_REQUIREMENT)
     except metadata.PackageNotFoundError:
