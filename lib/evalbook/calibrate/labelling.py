@@ -32,6 +32,7 @@ import pandas as pd
 from filelock import FileLock
 
 from evalbook.calibrate.context import run_to_calibrate
+from evalbook.calibrate.labels import COLUMNS as LABEL_COLUMNS
 from evalbook.errors import UnusableInput
 from evalbook.files import write_atomically
 from evalbook.layout import CANONICAL, labels_file
@@ -43,7 +44,7 @@ from evalbook.storage import StorageError, read_bytes
 # The label kinds the rater chooses from; each as calibrate reads it (`--label-kind`)
 KINDS = {"scale": ("1", "2", "3", "4", "5"), "binary": ("pass", "fail")}
 CALIBRATE_KIND = {"scale": "ordinal", "binary": "binary"}
-COLUMNS = ("id", "label", "rater", "note", "labelled_at")
+COLUMNS = (*LABEL_COLUMNS, "labelled_at")  # what 06_calibrate reads, and when
 SUFFIXES = (".csv", ".jsonl", ".parquet")
 STRATIFY_FALLBACK = "bertscore_f1"
 
