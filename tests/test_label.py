@@ -3,6 +3,7 @@ writes, resuming, back, a second rater, and what 06_calibrate reads of it
 (lib/evalbook/calibrate/labelling.py, labeller.py)."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -11,7 +12,7 @@ import pytest
 from evalbook.calibrate.labeller import LabellingUI
 from evalbook.calibrate.labelling import (Labelling, LabellingError, LabelsFile, Session, stratified_sample,
                                           stratify_metric)
-from evalbook.calibrate.labels import match_labels, read_labels
+from evalbook.calibrate.labels import LabelError, match_labels, read_labels
 from evalbook.report.reader import RunReport
 
 HOSTILE = '<script>alert("q")</script><img src=x onerror=alert(1)>'
@@ -171,6 +172,34 @@ def test_binary_labels_are_pass_and_fail_by_button_and_key(tmp_path):
     ui.label_buttons[0].click()
     assert [r["label"] for r in rows(path)] == ["fail", "pass"]
     assert read_labels(str(path), "binary").kind == "binary"
+
+
+def test_calibrate_reads_a_07_file_whose_labels_use_only_part_of_its_scale(tmp_path):
+    """A rater who gave mostly 2s and 3s and one 5 labelled on 1-5, as the file says: calibrate
+    reads the labels as they are, without calling the 5 a slip, and still refuses an 8 written in."""
+    path = tmp_path / "labels.csv"
+    ui = LabellingUI(labelling_of(make_report(), path, n=12))
+    for key in "2n3n2n3n2n3n2n3n2n3n2n5n":
+        ui.keys.value = key
+    assert set(pd.read_csv(path, dtype=str)["scale"]) == {"1-5"}
+    labels = read_labels(str(path))
+    assert sorted(labels.table["label"]) == [2.0] * 6 + [3.0] * 5 + [5.0] and labels.kind == "ordinal"
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    table.loc[3, "label"] = "8"
+    table.to_csv(path, index=False)
+    with pytest.raises(LabelError, match=r"row 4: 1 label lies outside 1-5, the scale the file's scale column declares"):
+        read_labels(str(path))
+
+
+@pytest.mark.parametrize(("scales", "said"), [
+    (["1-5", "1-5", "one to five"], "row 3: a scale is written low-high (1-5) or pass/fail; found 'one to five'"),
+    (["1-5", "", "1-7"], "row 3: every row's scale must be the same; the first says 1-5, these say '1-7'"),
+], ids=["unreadable", "two scales"])
+def test_a_scale_column_that_names_no_single_scale_is_refused_by_row(tmp_path, scales, said):
+    path = tmp_path / "labels.csv"
+    pd.DataFrame({"id": ["q00", "q01", "q02"], "label": ["1", "2", "3"], "scale": scales}).to_csv(path, index=False)
+    with pytest.raises(LabelError, match=re.escape(f"column 'scale'; {said}")):
+        read_labels(str(path))
 
 
 def test_a_labels_file_that_is_not_one_is_refused_by_name(tmp_path):

@@ -165,12 +165,25 @@ def open_and_run(browser, lab, dialogs: list[str]):
     return context, page
 
 
+def keys_box_has_the_focus(page) -> None:
+    """Wait until the keys box holds the focus; on a timeout, say what holds it instead."""
+    try:
+        page.wait_for_function("() => (document.activeElement?.placeholder || '').startsWith('keys')", timeout=30_000)
+    except Exception:
+        holder = page.evaluate("() => { const e = document.activeElement; return e ? `${e.tagName}.${e.className}` : 'nothing'; }")
+        raise AssertionError(f"the keys box never had the focus; {holder} has it") from None
+
+
 def progress(page) -> str:
     return page.locator(".widget-label", has_text="labelled").first.inner_text()
 
 
 def shown_id(page) -> str:
-    return page.locator(".evalbook-label-id").first.inner_text().removeprefix("Example ")
+    """The id of the example shown; "" once the card says the sample is done."""
+    shown = page.locator(".evalbook-label-id")
+    if not shown.count() and page.locator(".evalbook-label").count():
+        return ""
+    return shown.first.inner_text().removeprefix("Example ")
 
 
 def press(page, key: str, until) -> None:
@@ -205,7 +218,7 @@ def test_labelled_with_the_keyboard_in_jupyterlab_and_resumed_after_reopening(la
     with offline_browser() as browser:
         context, page = open_and_run(browser, lab, dialogs)
         # the keys box has the focus as soon as it shows: the keyboard alone labels
-        page.wait_for_function("() => (document.activeElement?.placeholder || '').startsWith('keys')", timeout=30_000)
+        keys_box_has_the_focus(page)
         first = shown_id(page)
         assert progress(page) == "0 of 10 labelled, 0 skipped"
         card = page.locator(".evalbook-label").first.inner_text()
@@ -225,7 +238,7 @@ def test_labelled_with_the_keyboard_in_jupyterlab_and_resumed_after_reopening(la
     kernels_shut_down(lab)
     with offline_browser() as browser:
         context, page = open_and_run(browser, lab, dialogs)
-        page.wait_for_function("() => (document.activeElement?.placeholder || '').startsWith('keys')", timeout=30_000)
+        keys_box_has_the_focus(page)
         assert shown_id(page) == second and progress(page) == "1 of 10 labelled, 0 skipped"  # resumed
         assert HOSTILE_QUESTION not in page.locator(".evalbook-label").first.inner_text()
         press(page, "5", lambda p: len(labels_rows(labels)) == 2)
@@ -236,8 +249,28 @@ def test_labelled_with_the_keyboard_in_jupyterlab_and_resumed_after_reopening(la
         if os.environ.get(SCREENSHOT_FOR_DOCS):
             (ROOT / "docs" / "images").mkdir(exist_ok=True)
             (ROOT / "docs" / "images" / "07_label.png").write_bytes(screenshot)
-        press(page, "n", lambda p: shown_id(p) != second)
+        # the box keeps the focus only until the user moves it: a click into the notes stays there
+        page.locator("textarea[placeholder^='a note']").first.click()
+        time.sleep(1)
+        assert page.evaluate("() => document.activeElement.tagName") == "TEXTAREA"
+        page.get_by_role("button", name="next").first.click()  # and a button gives it back to the box
+        keys_box_has_the_focus(page)
+        assert shown_id(page) != second
+        for done in range(2, N):  # the rest of the sample, with the keyboard alone
+            shown = shown_id(page)
+            press(page, "3", lambda p: len(labels_rows(labels)) == done + 1)
+            press(page, "n", lambda p: shown_id(p) != shown)
+        assert progress(page) == f"{N} of {N} labelled, 0 skipped"
         context.close()
-    assert labels_rows(labels) == [{"id": first, "label": "2", "rater": "ana"},
-                                   {"id": second, "label": "5", "rater": "ana"}]
-    assert dialogs == []
+    rows = labels_rows(labels)
+    assert rows[:2] == [{"id": first, "label": "2", "rater": "ana"}, {"id": second, "label": "5", "rater": "ana"}]
+    assert len(rows) == N and len({row["id"] for row in rows}) == N and dialogs == []
+
+    # make calibrate reads the file as it is
+    result = subprocess.run(["make", "-s", "-o", "setup", "calibrate", f"PY={sys.executable}", f"PARAMS={hostile_run.profile}",
+                             f"RUN={hostile_run.run_id}", f"LABELS={labels}", "ARGS=--label-kind ordinal"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [written] = [path for path in hostile_run.outputs.rglob("calibration/*.json") if path.stem in result.stdout]
+    document = json.loads(written.read_text("utf-8"))
+    assert document["matching"]["n_matched"] == N and document["labels"]["raters"] == ["ana"]

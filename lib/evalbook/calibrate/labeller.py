@@ -5,7 +5,9 @@ run against the labels given.
 Every label is saved by `Session.label` the moment it is given. The card is rendered from the
 autoescaping template `label_card.html`; the progress and the status are Label widgets, which
 show text as text. The keyboard works through a small text box that keeps the focus: a key typed
-there is read and the box emptied (1-5 or p/f label, n next, b back, s skip).
+there is read and the box emptied (1-5 or p/f label, n next, b back, s skip). JupyterLab may take
+the focus back to the notebook after the box got it; `label_keys_focus.js` returns it to the box
+until the user moves it.
 """
 
 from __future__ import annotations
@@ -70,10 +72,13 @@ class LabellingUI:
         return next(key for key, value in self.key_map.items() if value == label)
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display  # IPython is there whenever a widget is shown
+        from IPython.display import Javascript, display  # IPython is there whenever a widget is shown
 
         display(self.box)
         self.keys.focus()
+        # JupyterLab may focus the notebook after the widget took the focus (at the end of Run All):
+        # this small script gives it back to the keys box until the user moves it (label_keys_focus.js)
+        display(Javascript(render("label_keys_focus.js")))
 
     # ------------------------------------------------------------ actions
 

@@ -32,7 +32,7 @@ import pandas as pd
 from filelock import FileLock
 
 from evalbook.calibrate.context import run_to_calibrate
-from evalbook.calibrate.labels import COLUMNS as LABEL_COLUMNS
+from evalbook.calibrate.labels import BINARY_SCALE, COLUMNS as LABEL_COLUMNS
 from evalbook.errors import UnusableInput
 from evalbook.files import write_atomically
 from evalbook.layout import CANONICAL, labels_file
@@ -44,6 +44,9 @@ from evalbook.storage import StorageError, read_bytes
 # The label kinds the rater chooses from; each as calibrate reads it (`--label-kind`)
 KINDS = {"scale": ("1", "2", "3", "4", "5"), "binary": ("pass", "fail")}
 CALIBRATE_KIND = {"scale": "ordinal", "binary": "binary"}
+# each kind's scale as written in the labels file's scale column: calibrate checks the labels
+# against it instead of guessing the scale from the labels given
+SCALE_WRITTEN = {"scale": f"{KINDS['scale'][0]}-{KINDS['scale'][-1]}", "binary": BINARY_SCALE}
 COLUMNS = (*LABEL_COLUMNS, "labelled_at")  # what 06_calibrate reads, and when
 SUFFIXES = (".csv", ".jsonl", ".parquet")
 STRATIFY_FALLBACK = "bertscore_f1"
@@ -170,11 +173,13 @@ class LabelsFile:
         rows = table[table["rater"] == self.rater]
         return {row["id"]: row for row in rows[list(COLUMNS)].to_dict("records")}
 
-    def save(self, example_id: str, label: str, note: str = "", now: datetime | None = None) -> None:
-        """Write this rater's `label` (and `note`) for `example_id`, replacing their earlier row for
-        it; other rows are kept in their order. The file is rewritten atomically."""
+    def save(self, example_id: str, label: str, note: str = "", scale: str = "", now: datetime | None = None) -> None:
+        """Write this rater's `label` (and `note`, and the `scale` it was given on) for
+        `example_id`, replacing their earlier row for it; other rows are kept in their order. The
+        file is rewritten atomically."""
         moment = (now or datetime.now(timezone.utc)).isoformat(timespec="seconds").replace("+00:00", "Z")
-        row = {"id": example_id, "label": label, "rater": self.rater, "note": note or "", "labelled_at": moment}
+        row = {"id": example_id, "label": label, "rater": self.rater, "note": note or "", "scale": scale,
+               "labelled_at": moment}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             table = self.read()
@@ -244,7 +249,7 @@ class Session:
             raise LabellingError("every example of the sample is labelled: nothing is shown to label")
         if value not in KINDS[self.kind]:
             raise LabellingError(f"{value!r} is not a {self.kind} label; the labels are {', '.join(KINDS[self.kind])}")
-        self.labels.save(self.current, value, note)
+        self.labels.save(self.current, value, note, SCALE_WRITTEN[self.kind])
         self.given[self.current] = {"id": self.current, "label": value, "note": note or ""}
         self.skipped.discard(self.current)
 

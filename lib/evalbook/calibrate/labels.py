@@ -1,12 +1,13 @@
 """Human labels for 06_calibrate: read a labels file, check it, and match it to a run's examples.
 
 A labels file (CSV, JSONL or Parquet; local or s3://, read by `evalbook.load.read_records`) has
-the columns `id` and `label`, and optionally `rater` and `note`; any other column is kept out
-and named in `Labels.ignored_columns`. A label is a binary word (pass/fail, true/false, yes/no,
+the columns `id` and `label`, and optionally `rater`, `note` and `scale` (the scale the labels
+were given on, "1-5" or "pass/fail", as 07_label writes it); any other column is kept out and
+named in `Labels.ignored_columns`. A label is a binary word (pass/fail, true/false, yes/no,
 any case, surrounding spaces allowed), a boolean, or a finite number, written as a number or as
 numeric text. Every problem is a `LabelError` naming the file, the column and the rows, including
-a path that is no labels file, labels far off the scale most of them use (unless the kind is
-declared continuous), and a file with fewer than two examples of the run.
+a path that is no labels file, labels off the scale the file declares or, without one, far off
+the scale most of them use (unless the kind is declared continuous), and a file with fewer than two examples of the run.
 
 The label kind is declared (`--label-kind`) or inferred, and `Labels.kind_reason` says which.
 """
@@ -38,7 +39,11 @@ from evalbook.load import (
 from evalbook.storage import is_remote, local_path
 
 KIND_FLAG = "--label-kind"
-COLUMNS = ("id", "label", "rater", "note")
+COLUMNS = ("id", "label", "rater", "note", "scale")
+# `scale`, optional: the scale the labels were given on, as 07_label writes it ("1-5", "pass/fail");
+# labels outside it are refused, and the scale is not guessed from the labels
+SCALE_TEXT = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*-\s*([0-9]+(?:\.[0-9]+)?)\s*")
+BINARY_SCALE = "pass/fail"
 BINARY_WORDS = {"pass": 1.0, "fail": 0.0, "true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0}
 BINARY_WORDS_TEXT = "pass/fail, true/false or yes/no"
 BINARY_WORDS_LIST = "pass/fail, true/false, yes/no"
@@ -300,10 +305,46 @@ def _scale_most_use(values: list[float]) -> tuple[float, float] | None:
     return bottom, top
 
 
-def _check_on_one_scale(path: str, ids: list[str], values: list[float], rows: list[int]) -> None:
-    """Labels far outside the scale most labels use are a LabelError naming each one's row and id:
-    they are most likely slips, and would move every median and pass/fail silently."""
-    span = _scale_most_use(values) if len(values) >= MIN_LABELS_FOR_SCALE else None
+def _declared_scale(frame: pd.DataFrame, path: str) -> tuple[float, float] | None:
+    """The span of the `scale` column ("1-5", or "pass/fail" for 0-1); None without one. Blank
+    cells are allowed (rows added by hand); the others must all name one scale."""
+    if "scale" not in frame.columns:
+        return None
+    rows, raw = frame["__row"].tolist(), frame["scale"].tolist()
+    given = [(row, value.strip() if isinstance(value, str) else value)
+             for row, value in zip(rows, raw) if not _is_blank(value)]
+    if not given:
+        return None
+    spans = []
+    for _, value in given:
+        match = SCALE_TEXT.fullmatch(value) if isinstance(value, str) else None
+        if value == BINARY_SCALE:
+            spans.append((0.0, 1.0))
+        elif match and float(match[1]) < float(match[2]):
+            spans.append((float(match[1]), float(match[2])))
+        else:
+            spans.append(None)
+    _raise_for(path, "scale", [row for row, _ in given], [value for _, value in given],
+               [span is None for span in spans],
+               f"a scale is written low-high (1-5) or {BINARY_SCALE}; found {{values}}")
+    if len(set(spans)) > 1:
+        first = spans[0]
+        _raise_for(path, "scale", [row for row, _ in given], [value for _, value in given],
+                   [span != first for span in spans],
+                   f"every row's scale must be the same; the first says {given[0][1]}, these say {{values}}")
+    return spans[0]
+
+
+def _check_on_one_scale(path: str, ids: list[str], values: list[float], rows: list[int],
+                        declared: tuple[float, float] | None = None) -> None:
+    """Labels outside the scale the file declares, or, without one, far outside the scale most
+    labels use, are a LabelError naming each one's row and id: they are most likely slips, and
+    would move every median and pass/fail silently."""
+    if declared is not None:
+        span, where = declared, "the scale the file's scale column declares"
+    else:
+        span = _scale_most_use(values) if len(values) >= MIN_LABELS_FOR_SCALE else None
+        where = None
     if span is None:
         return
     bottom, top = span
@@ -315,8 +356,9 @@ def _check_on_one_scale(path: str, ids: list[str], values: list[float], rows: li
                       for row, identifier, value in off[:SHOWN_OFF_SCALE])
     more = f", and {len(off) - SHOWN_OFF_SCALE} more" if len(off) > SHOWN_OFF_SCALE else ""
     n_on, several = len(values) - len(off), len(off) > 1
+    where = where or f"the range the other {n_on} labels use"
     raise LabelError(path, f"{len(off)} {'labels lie' if several else 'label lies'} outside "
-                     f"{_span_text(bottom, top)}, the range the other {n_on} labels use: {shown}{more}; "
+                     f"{_span_text(bottom, top)}, {where}: {shown}{more}; "
                      f"correct {'them' if several else 'it'}, or, if {'they are' if several else 'it is'} "
                      f"meant, declare {ACCEPT_OFF_SCALE} to accept labels off that scale",
                      column="label", rows=[row for row, _, _ in off])
@@ -420,13 +462,13 @@ def read_labels(path: str, kind: str | None = None) -> Labels:
     ids = _names(frame, path, "id", "ids", "every row needs the id of the example it labels; "
                  "these are missing or empty")
     values, sorts = _label_values(frame, path)
-    raters, notes = _raters(frame, path), _notes(frame, path)
+    raters, notes, declared = _raters(frame, path), _notes(frame, path), _declared_scale(frame, path)
     rows = frame["__row"].astype(int).tolist()
     _check_unique(path, ids, raters, rows)
     if kind is not None:
         _check_declared(path, kind, frame, values, sorts)
     if kind != "continuous":  # a declared continuous measure has no scale to be off
-        _check_on_one_scale(path, ids, values, rows)
+        _check_on_one_scale(path, ids, values, rows, declared)
     if kind is None:
         kind, kind_reason = _inferred_kind(values, sorts)
     else:
