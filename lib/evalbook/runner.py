@@ -51,7 +51,7 @@ from evalbook.provenance import run_provenance
 from evalbook.publish.summary import page_links, run_summary_md, write_summary
 from evalbook.runs import RunJson, read_run, running_marker
 from evalbook.score.models import resolve_profile_models
-from evalbook.services import StartFailed, serving
+from evalbook.services import StartFailed, ensure_local_model, serving
 from evalbook.storage import StorageError, check_remote_root, publish_run
 from evalbook.trend.headline import write_headline
 
@@ -188,6 +188,7 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
                           "return unrescaled scores")
     if not needs_hub(profile):
         os.environ["HF_HUB_OFFLINE"] = "1"
+    ensure_local_model(profile, log)
 
     run_id = profile["run_id"] or str(uuid.uuid4())
     remote = is_remote(profile["outputs_root"])

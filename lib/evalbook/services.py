@@ -15,10 +15,32 @@ from urllib.parse import urlsplit
 
 from evalbook.errors import EvalbookError
 from evalbook.generate.service import Service
+from evalbook.judge.install import ensure_local_stack
 from evalbook.judge.server import LocalServer
 from evalbook.layout import JUDGE_SERVER_LOG, MODEL_SERVER_LOG, SERVICE_LOG
 from evalbook.params import Profile
 from evalbook.processes import is_serving
+
+
+def local_model_needed(profile: Profile) -> str | None:
+    """Why this profile needs the local llama.cpp server started (and so the local LLM stack);
+    None when it does not, or when a server already answers where it would start one."""
+    judge, generate = profile["judge"], profile["generate"]
+    if judge["enabled"] and judge["start_server"] and not is_serving(judge["base_url"]):
+        return f"{profile.source_path.name}'s judge starts the local judge server (judge.start_server)"
+    if generate["enabled"] and generate["start_server"]:
+        served = generate["openai"] if generate["kind"] == "openai" else judge
+        if not is_serving(served["base_url"]):
+            return f"{profile.source_path.name}'s generate section starts the local model server (generate.start_server)"
+    return None
+
+
+def ensure_local_model(profile: Profile, log: TextIO) -> None:
+    """Install the local LLM stack first when the profile starts the local server and it is not
+    installed yet (evalbook.judge.install; InstallFailed, exit 2, leaves the environment as it was)."""
+    why = local_model_needed(profile)
+    if why is not None:
+        ensure_local_stack(log, why)
 
 
 def start_judge_server(profile, run_dir: Path, log: TextIO):

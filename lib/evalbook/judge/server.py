@@ -154,8 +154,8 @@ class LocalServer:
             import_module("llama_cpp.server.app")
         except ImportError as error:
             raise RuntimeError(
-                f"the judge server needs {SERVER_PACKAGE!r} ({error}); install it with: "
-                f'pip install "{SERVER_PACKAGE}"'
+                f"the judge server needs {SERVER_PACKAGE!r} ({error}); install the local LLM stack "
+                "with: make llm"
             ) from error
         if _port_in_use(self.host, self.port):
             raise RuntimeError(
