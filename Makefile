@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.llm-installed
 TEST_STAMP := $(VENV)/.test-installed
+MLFLOW_SERVER := $(VENV)/mlflow-server
 PARAMS ?= params/default.yaml
 BENCH_PAIRS ?= 2000
 BENCH_MEMORY_PAIRS ?= 20000
@@ -34,9 +35,13 @@ $(LLM_STAMP): $(STAMP) judge-model.txt
 	$(PY) -m evalbook.judge.install
 	touch $(LLM_STAMP)
 
-# The test-only packages (pytest, moto, boto3, playwright, import-linter, pytrec-eval).
-$(TEST_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
+# The test-only packages (pytest, moto, boto3, playwright, import-linter, pytrec-eval, the MLflow
+# client), and the MLflow tracking server the tracking test starts, in its own environment (the
+# full mlflow pins an older pyarrow than evalbook's).
+$(TEST_STAMP): $(STAMP) tests/mlflow-server.txt
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,mlflow]"
+	rm -rf $(MLFLOW_SERVER) && $(PY) -m venv $(MLFLOW_SERVER)
+	$(MLFLOW_SERVER)/bin/python -m pip install --quiet -r tests/mlflow-server.txt
 	touch $(TEST_STAMP)
 
 llm: $(LLM_STAMP)

@@ -26,6 +26,8 @@ from evalbook.calibrate.labeller import LabellingUI
 from evalbook.calibrate.labelling import open_labelling
 from evalbook.sidedocs import calibrate_labels
 from hostile import IMG, SCRIPT
+from evalbook.processes import end_process
+from local_servers import free_port
 from paths import ROOT
 
 pytestmark = pytest.mark.slow
@@ -99,11 +101,6 @@ def test_the_calibrate_button_calibrates_the_run_against_the_labels_given(hostil
 
 # ---------------------------------------------------------------- JupyterLab in Chromium
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @pytest.fixture
 def lab(hostile_run, tmp_path):
@@ -138,11 +135,7 @@ def lab(hostile_run, tmp_path):
     try:
         yield {"url": url, "token": token, "labels": labels, "log": tmp_path / "lab.log"}
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        end_process(server)
         log.close()
 
 

@@ -49,6 +49,8 @@ NOT_SCORE_KEYS = (
     "generate.cache_path", "generate.start_server", "generate.service",
     # How 04_report cuts the scores into slices and tests them: no score moves.
     "slices",
+    # Where a run is also logged (MLflow): no score moves.
+    "tracking",
 )
 
 # profile name -> version -> hash of its score-affecting keys. Keep the old versions' lines.

@@ -27,6 +27,7 @@ folder is spelled in `layout` alone. From the top:
     summary               a run's or a comparison's summary for a pull     summary.md
                           request, also appended to $GITHUB_STEP_SUMMARY
     trend                 the trend page across runs                       trend.html, trend.json
+    tracking              a run or comparison logged to MLflow (opt-in)    NOT_TRACKED
 
 3. The documents
 - pipeline              the stage code of 00-04, which the notebooks call

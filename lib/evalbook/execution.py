@@ -4,6 +4,7 @@
   rendered (the readers' pages also without code), the failure quoted with its cell;
 - `rebuild_index`: the runs index rebuilt after a run, a comparison or a calibration;
 - `mark_not_uploaded`: NOT_UPLOADED left in a folder whose upload was refused.
+- `mark_not_tracked`: NOT_TRACKED left in a folder that MLflow did not take.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, TextIO
 
 from evalbook.files import write_new
 from evalbook.kernel import ipc_kernel
-from evalbook.layout import CALIBRATE_STAGE, COMPARE_STAGE, NOT_UPLOADED_MARKER, REPORT_STAGE
+from evalbook.layout import CALIBRATE_STAGE, COMPARE_STAGE, NOT_TRACKED_MARKER, NOT_UPLOADED_MARKER, REPORT_STAGE
 from evalbook.publish import pages
 from evalbook.publish.index import build_index
 
@@ -96,4 +97,11 @@ def mark_not_uploaded(folder: Path, remote: str, error: Exception, local_root: P
     """Leave NOT_UPLOADED (where to and why) in a folder whose upload was refused, and rebuild
     the local index, which shows it."""
     write_new(folder / NOT_UPLOADED_MARKER, f"not uploaded to {remote}: {error}\n".encode("utf-8"))
+    rebuild_index(local_root, log)
+
+
+def mark_not_tracked(folder: Path, text: str, local_root: Path, log: TextIO) -> None:
+    """Leave NOT_TRACKED (`text`: where to and why, without credentials) in a folder that could
+    not be logged to MLflow, and rebuild the local index, which shows it."""
+    write_new(folder / NOT_TRACKED_MARKER, text.encode("utf-8"))
     rebuild_index(local_root, log)

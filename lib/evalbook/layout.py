@@ -72,6 +72,9 @@ FAILED_MARKER = "FAILED"  # the error, when a stage failed
 # when a finished run's upload to a remote outputs root was refused (also in a comparison's or
 # calibration's folder)
 NOT_UPLOADED_MARKER = "NOT_UPLOADED"
+# when a finished run or comparison could not be logged to the profile's MLflow server
+# (evalbook.publish.tracking): where to, without credentials, and why
+NOT_TRACKED_MARKER = "NOT_TRACKED"
 # a run's headline in a few KB, written as it ends (evalbook.trend.headline): what the index and the
 # trend read instead of the report, and each example's metric values, which the trend pairs
 HEADLINE_FILE = "headline.json"

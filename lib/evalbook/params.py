@@ -55,6 +55,7 @@ ADDED_KEYS: dict[str, Any] = {
     "judge.max_cost_usd": None,
     "generate": {"enabled": False},
     "slices": {"by": "auto", "topics": {"k": None}, "min_n": 10},
+    "tracking": {"mlflow": None},
 }
 
 

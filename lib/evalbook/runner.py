@@ -39,16 +39,18 @@ from typing import Any, TextIO
 import yaml
 
 from evalbook.errors import PublishFailed, RunFailed
-from evalbook.execution import NOTEBOOKS, execute_stage, mark_not_uploaded, rebuild_index
+from evalbook.execution import NOTEBOOKS, execute_stage, mark_not_tracked, mark_not_uploaded, rebuild_index
 from evalbook.files import write_new
 from evalbook.interrupts import RunInterrupted, interrupts_raised, signals_held
 from evalbook.load import LoadError, metadata_column_names
-from evalbook.layout import (ALL_STAGES, FAILED_MARKER, HEADLINE_FILE, PROVENANCE, RUNNING_MARKER, STAGES, existing_run, params_file,
+from evalbook.layout import (ALL_STAGES, FAILED_MARKER, HEADLINE_FILE, PROVENANCE, REPORT_STAGE, RUNNING_MARKER, STAGES, existing_run, params_file,
                              report_path, run_folder, run_json)
 from evalbook.params import (ParamsError, Profile, check_input_files, is_remote, load_profile, local_outputs_root,
                              parse_overrides, resolved_values)
 from evalbook.provenance import run_provenance
+from evalbook.publish import tracking
 from evalbook.publish.summary import page_links, run_summary_md, write_summary
+from evalbook.publish.tracking import Target, TrackingFailed
 from evalbook.runs import RunJson, read_run, running_marker
 from evalbook.score.models import resolve_profile_models
 from evalbook.services import StartFailed, ensure_local_model, serving
@@ -110,6 +112,30 @@ class PlannedRun:
     run_dir: Path
     report_path: Path
     provenance: dict[str, Any]
+    tracking: Target | None = None
+
+
+def track_run(plan: PlannedRun, result: RunResult, log: TextIO) -> TrackingFailed | None:
+    """Log the succeeded run to MLflow when its profile asks; on a failure, NOT_TRACKED (where to
+    and why) in its folder, and the TrackingFailed to raise once the run is otherwise done."""
+    if plan.tracking is None:
+        return None
+    print(f"[evalbook] logging the run to MLflow at {plan.tracking.shown_uri} "
+          f"(experiment {plan.tracking.experiment!r})", file=log, flush=True)
+    try:
+        record = read_run(plan.run_dir)
+        report = json.loads(plan.report_path.read_text("utf-8"))
+        headline = record.headline or {}
+        pages = [Path(stage["html_noinput"]) for stage in result.stages
+                 if stage.get("stage") == REPORT_STAGE and stage.get("html_noinput")]
+        logged = tracking.log_run(plan.tracking, plan.values, headline, report, plan.run_dir, plan.report_path, pages)
+    except TrackingFailed as error:
+        mark_not_tracked(plan.run_dir, tracking.shown(plan.tracking, error), plan.local_root, log)
+        return TrackingFailed(f"{error}\nthe run is complete and kept at {plan.run_dir}; NOT_TRACKED says so")
+    print(f"[evalbook] MLflow run {logged.mlflow_run_id} in experiment {plan.tracking.experiment!r}: {logged.url}"
+          + (f"; not logged, since they hold a secret: {', '.join(logged.withheld)}" if logged.withheld else ""),
+          file=log, flush=True)
+    return None
 
 
 def ensure_outputs_root(root: Path, key: str, origin: Path) -> None:
@@ -188,6 +214,7 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
                           "return unrescaled scores")
     if not needs_hub(profile):
         os.environ["HF_HUB_OFFLINE"] = "1"
+    where = tracking.profile_target(profile)
     ensure_local_model(profile, log)
 
     run_id = profile["run_id"] or str(uuid.uuid4())
@@ -203,7 +230,7 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
     started = datetime.now(timezone.utc)
     run_dir = run_folder(local_root, profile["env"], run_id, started)
     return PlannedRun(profile, parsed, values, run_id, started, local_root, run_dir,
-                      report_path(run_dir), run_provenance(profile, models, parsed))
+                      report_path(run_dir), run_provenance(profile, models, parsed), where)
 
 
 def run_pipeline(params_path: str, overrides: list[str] | None = None,
@@ -251,8 +278,11 @@ def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
                 status = "failed" if failure else status
             _close_run(plan, result, provenance, status, failure, log=log)
             rebuild_index(plan.local_root, log)
+        not_tracked = track_run(plan, result, log) if failure is None else None
         if is_remote(plan.profile["outputs_root"]):
             publish(result, plan.local_root, plan.profile["outputs_root"], log)
+        if not_tracked is not None:
+            raise not_tracked
     except RunInterrupted as interrupted:
         unpublished = (f"; its upload to {plan.profile['outputs_root']} was cut short before the "
                        "report, so it is not published" if is_remote(plan.profile["outputs_root"]) else "")

@@ -6,7 +6,9 @@ A run folder (evalbook.layout says where) holds, besides the stages' files:
 - `run.json` once the run has ended, with its status ("succeeded", "failed", "interrupted");
 - `FAILED`, the error, when a stage failed;
 - `NOT_UPLOADED` when a finished run's upload to a remote outputs root was refused (also in a
-  comparison's or calibration's folder).
+  comparison's or calibration's folder);
+- `NOT_TRACKED` when a finished run (or comparison) could not be logged to the profile's MLflow
+  server.
 
 RunJson is run.json: the runner writes it, the index and the lookups read it.
 `collect_run_records` reads every run folder under an outputs root into a RunRecord; the runs
@@ -27,7 +29,7 @@ from typing import Any
 import psutil
 
 from evalbook.errors import RunFailed, UnusableInput
-from evalbook.layout import (FAILED_MARKER, HEADLINE_FILE, MIN_PREFIX, NOT_UPLOADED_MARKER, PARAMS_FILE, RUN_JSON, RUNNING_MARKER,
+from evalbook.layout import (FAILED_MARKER, HEADLINE_FILE, MIN_PREFIX, NOT_TRACKED_MARKER, NOT_UPLOADED_MARKER, PARAMS_FILE, RUN_JSON, RUNNING_MARKER,
                              RUNS_DIR, report_path, run_env, run_folders, run_json, run_paths, run_pattern)
 from evalbook.storage import is_remote
 # the statuses of a run folder without run.json, and of one whose run.json or report is not JSON
@@ -185,6 +187,19 @@ def not_uploaded(folder: Path) -> str | None:
     return marker.read_text("utf-8", errors="replace").strip() if marker.is_file() else None
 
 
+def not_tracked(folder: Path) -> str | None:
+    """What NOT_TRACKED in a run's or comparison's folder says (the MLflow server it was not
+    logged to, and why), else None."""
+    marker = folder / NOT_TRACKED_MARKER
+    return marker.read_text("utf-8", errors="replace").strip() if marker.is_file() else None
+
+
+def not_published(folder: Path) -> str | None:
+    """NOT_UPLOADED's and NOT_TRACKED's texts, one per line, else None."""
+    said = [text for text in (not_uploaded(folder), not_tracked(folder)) if text]
+    return "\n".join(said) or None
+
+
 def _failure_reason(run_dir: Path, summary: RunJson) -> str | None:
     failed = run_dir / FAILED_MARKER
     if failed.is_file():
@@ -232,7 +247,7 @@ def _status(run_dir: Path, summary: RunJson | None, problem: str | None) -> tupl
     if summary.status == "succeeded" and not report_file.is_file():
         return summary.status, f"the report {report_file.name} is missing"
     if summary.status == "succeeded":
-        return summary.status, not_uploaded(run_dir)
+        return summary.status, not_published(run_dir)
     return summary.status, None
 
 

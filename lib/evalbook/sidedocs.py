@@ -30,10 +30,12 @@ from evalbook.compare.tables import pairing_warnings
 from evalbook.errors import PublishFailed, RunFailed
 from evalbook.execution import execute_stage, mark_not_uploaded, rebuild_index
 from evalbook.files import write_new
-from evalbook.layout import (CALIBRATE_STAGE, COMPARE_STAGE, FAILED_MARKER, calibration_folder, calibration_url, comparisons_folder, comparisons_url,
+from evalbook.layout import (CALIBRATE_STAGE, COMPARE_STAGE, FAILED_MARKER, NOT_TRACKED_MARKER, calibration_folder, calibration_url, comparisons_folder, comparisons_url,
                              params_file, remote_calibration_folder, remote_comparisons_folder)
 from evalbook.params import Profile, load_profile, local_outputs_root, parse_overrides, resolved_values
+from evalbook.publish import tracking
 from evalbook.publish.summary import comparison_summary_md, page_links, write_summary
+from evalbook.publish.tracking import TrackingFailed
 from evalbook.report.reader import ReportUnreadable, read_report
 from evalbook.runs import RunNotFound, find_report, latest_pair
 from evalbook.storage import StorageError, is_remote, publish_run
@@ -172,6 +174,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
         raise RunNotFound(str(error)) from error
     check_pairable(baseline_report, candidate_report)
     check_rules(fail_on, baseline_report, candidate_report)
+    where = tracking.profile_target(profile)
     remote = is_remote(candidate_location)
     spec = _Document(
         what="comparison", stage=COMPARE_STAGE,
@@ -184,12 +187,39 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     print(f"[evalbook] comparing {baseline_location} (baseline) with {candidate_location} (candidate)",
           file=log, flush=True)
 
-    def warn_and_summarise(result: DocumentRun) -> None:
+    not_tracked: list[TrackingFailed] = []
+
+    def warn_summarise_and_track(result: DocumentRun) -> None:
         for warning in pairing_warnings(json.loads(result.path.read_text("utf-8"))):
             print(f"[evalbook] warning: {warning}", file=log, flush=True)
         result.summary = _write_comparison_summary(result, baseline_location, candidate_location, log)
+        if where is not None:  # before the upload, so that NOT_TRACKED goes with the folder
+            not_tracked.extend(_track_comparison(where, profile, result, log))
 
-    return _run_document(spec, profile, parameters, local_root, log, after=warn_and_summarise)
+    result = _run_document(spec, profile, parameters, local_root, log, after=warn_summarise_and_track)
+    if not_tracked:
+        raise not_tracked[0]
+    return result
+
+
+def _track_comparison(where: tracking.Target, profile: Profile, result: DocumentRun,
+                      log: TextIO) -> list[TrackingFailed]:
+    """Log the written comparison to MLflow; on a failure, NOT_TRACKED in its folder and the
+    TrackingFailed to raise once the comparison is otherwise done."""
+    print(f"[evalbook] logging the comparison to MLflow at {where.shown_uri} (experiment {where.experiment!r})",
+          file=log, flush=True)
+    try:
+        comparison = json.loads(result.path.read_text("utf-8"))
+        pages = [Path(result.html_noinput)] if result.html_noinput else []
+        logged = tracking.log_comparison(where, resolved_values(profile), comparison, result.document_id,
+                                         result.path, result.output_dir, pages)
+    except TrackingFailed as error:
+        write_new(result.output_dir / NOT_TRACKED_MARKER, tracking.shown(where, error).encode("utf-8"))
+        return [TrackingFailed(f"{error}\nthe comparison is complete and kept at {result.output_dir}; "
+                               "NOT_TRACKED says so")]
+    print(f"[evalbook] MLflow run {logged.mlflow_run_id} in experiment {where.experiment!r}: {logged.url}",
+          file=log, flush=True)
+    return []
 
 
 def run_calibration(params_path: str, run: str | None, labels: str,

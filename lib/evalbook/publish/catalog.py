@@ -16,7 +16,7 @@ from evalbook.layout import (CALIBRATE_STAGE, CALIBRATION_DIR, COMPARE_STAGE, CO
 from evalbook.metrics import METRICS
 from evalbook.publish.pages import noinput_path
 from evalbook.trend.headline import ensure_headline
-from evalbook.runs import RunJson, RunRecord, collect_run_records, json_field, not_uploaded, read_json, utc
+from evalbook.runs import RunJson, RunRecord, collect_run_records, json_field, not_tracked, not_uploaded, read_json, utc
 
 REPORT_NOTEBOOK = f"{REPORT_STAGE}.ipynb"
 
@@ -93,7 +93,8 @@ def collect_comparisons(outputs_root: Path) -> list[dict[str, Any]]:
     Each row holds path, created_at (aware UTC, None when unreadable), baseline and candidate
     run ids, n_paired, the headline deltas {metric: (mean_delta, ci_low, ci_high) or None when
     not compared}, the judge gate's outcome, reason (why the file is unreadable, else None),
-    html (the comparison page, when it exists) and not_uploaded (`not_uploaded`).
+    html (the comparison page, when it exists), not_uploaded (`not_uploaded`) and not_tracked
+    (`not_tracked`).
     """
     outputs_root = Path(outputs_root)
     rows = []
@@ -102,6 +103,7 @@ def collect_comparisons(outputs_root: Path) -> list[dict[str, Any]]:
         page = next((path.with_suffix("") / name for name in COMPARE_PAGES
                      if (path.with_suffix("") / name).is_file()), None)
         row: dict[str, Any] = {"path": path, "html": page, "not_uploaded": not_uploaded(path.with_suffix("")),
+                               "not_tracked": not_tracked(path.with_suffix("")),
                                "reason": error, "created_at": None, "baseline": None,
                                "candidate": None, "n_paired": None, "deltas": {}, "judge": None}
         if doc is not None and doc.get("kind") == "compare":

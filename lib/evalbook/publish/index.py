@@ -110,7 +110,8 @@ def _document_links(row: dict[str, Any], page_label: str, page_dir: Path) -> lis
 def _document_view(row: dict[str, Any], page_label: str, page_dir: Path) -> dict[str, Any]:
     """What a comparison and a calibration row both show: when, why unreadable, links, upload."""
     return {"created_at": row["created_at"], "reason": row["reason"] or None,
-            "links": _document_links(row, page_label, page_dir), "not_uploaded": row.get("not_uploaded") or None}
+            "links": _document_links(row, page_label, page_dir), "not_uploaded": row.get("not_uploaded") or None,
+            "not_tracked": row.get("not_tracked") or None}
 
 
 def _delta(delta: tuple[Any, Any, Any] | None) -> dict[str, Any] | None:
