@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from evalbook.errors import RunFailed
+from evalbook.layout import SUMMARY_FILE
 from evalbook.params import ParamsError
 from evalbook.redaction import Redactor, profile_secrets
 
@@ -254,7 +255,7 @@ def _log(where: Target, name: str, params: Mapping[str, str], metrics: Mapping[s
          dataset: dict[str, str] | None = None) -> Logged:
     """One MLflow run: `params`, `metrics`, `tags` (each value redacted), the dataset input and
     `artifacts` ((path, folder in the run's artifacts)); finished, or failed on an error."""
-    from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param  # the optional extra
+    from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunStatus  # the optional extra
 
     client = _client(where)
     experiment = _experiment_id(client, where.experiment)
@@ -291,11 +292,11 @@ def _log(where: Target, name: str, params: Mapping[str, str], metrics: Mapping[s
                 client.log_artifact(run_id, str(path), folder)
     except BaseException:
         try:
-            client.set_terminated(run_id, "FAILED")
+            client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
         except Exception:  # noqa: BLE001 - the first error is the one to report
             pass
         raise
-    client.set_terminated(run_id, "FINISHED")
+    client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
     return Logged(run_id, withheld, f"{where.shown_uri.rstrip('/')}/#/experiments/{experiment}/runs/{run_id}")
 
 
@@ -317,7 +318,7 @@ def log_run(where: Target, values: Mapping[str, Any], headline: Mapping[str, Any
     if inputs.get("input_path"):
         name = (report.get("dataset") or {}).get("name") or "evaluation set"
         dataset = {"name": str(name), "sha256": inputs["input_path"], "path": str(values.get("input_path"))}
-    artifacts = [(report_path, None), *((page, "pages") for page in pages), (run_dir / "summary.md", None),
+    artifacts = [(report_path, None), *((page, "pages") for page in pages), (run_dir / SUMMARY_FILE, None),
                  (run_dir / "figures", "figures")]
     name = f"evalbook {headline.get('run_id', '')[:8]}"
     return _tracked(where, clean, lambda: _log(
@@ -363,7 +364,7 @@ def log_comparison(where: Target, values: Mapping[str, Any], comparison: Mapping
     }
     params = {f"gate.rule.{i}": rule["rule"] for i, rule in enumerate((gate or {}).get("rules") or [])}
     params.update({f"compare.{key}": json.dumps(value) for key, value in (comparison.get("parameters") or {}).items()})
-    artifacts = [(comparison_path, None), *((page, "pages") for page in pages), (folder / "summary.md", None),
+    artifacts = [(comparison_path, None), *((page, "pages") for page in pages), (folder / SUMMARY_FILE, None),
                  (folder / "figures", "figures")]
     name = f"evalbook compare {str(baseline.get('run_id'))[:8]} vs {str(candidate.get('run_id'))[:8]}"
     return _tracked(where, clean, lambda: _log(where, name, params, comparison_metrics(comparison), tags,
