@@ -149,14 +149,17 @@ def embedding_cache_support() -> str | None:
 
 
 def bench_profile(batch_size: int | None, cache_dir: Path, enable_cache: bool = True,
-                  backend: str | None = None):
+                  backend: str | None = None, topics: bool = True):
     """The embedded default profile with the bench's batch size (None: the profile's). Its
     embedding cache, when evalbook has one, lives in `cache_dir`, so that the user's cache is
     never read or written; `enable_cache` False keeps the profile's own `enabled`. `backend`
-    sets `scoring.backend` (None: the profile's)."""
+    sets `scoring.backend` (None: the profile's). `topics` False turns the questions' embedding
+    for topics off: the bench's pairs have no questions."""
     from evalbook.params import load_profile
 
     overrides: dict[str, Any] = {} if backend is None else {"scoring.backend": backend}
+    if not topics:
+        overrides["slices.topics"] = False
     if embedding_cache_support() is not None:
         overrides["scoring.embedding_cache.path"] = str(cache_dir)
         if enable_cache:
@@ -411,7 +414,8 @@ def worker_ray(args, answers, references) -> dict[str, Any]:
     engines, form = ray_engine()
     if engines is None:
         return {"status": NOT_AVAILABLE, "reason": form}
-    profile = bench_profile(args.batch_size, Path(args.work_dir) / "ray-embedding-cache")
+    # the pairs only, as the cold method scores them: no questions, so no topics
+    profile = bench_profile(args.batch_size, Path(args.work_dir) / "ray-embedding-cache", topics=False)
 
     def frame(c, r):
         return pd.DataFrame({"id": [f"p{i}" for i in range(len(c))], "generated_answer": c,
