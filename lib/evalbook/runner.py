@@ -55,7 +55,7 @@ from evalbook.runs import RunJson, read_run, running_marker
 from evalbook.score.models import resolve_profile_models
 from evalbook.services import StartFailed, ensure_local_model, serving
 from evalbook.storage import StorageError, check_remote_root, publish_run
-from evalbook.trend.headline import write_headline
+from evalbook.trend.headline import build_headline, write_headline
 
 
 @dataclass
@@ -125,7 +125,7 @@ def track_run(plan: PlannedRun, result: RunResult, log: TextIO) -> TrackingFaile
     try:
         record = read_run(plan.run_dir)
         report = json.loads(plan.report_path.read_text("utf-8"))
-        headline = record.headline or {}
+        headline = record.headline or build_headline(record, report)  # when headline.json could not be written
         pages = [Path(stage["html_noinput"]) for stage in result.stages
                  if stage.get("stage") == REPORT_STAGE and stage.get("html_noinput")]
         logged = tracking.log_run(plan.tracking, plan.values, headline, report, plan.run_dir, plan.report_path, pages)
