@@ -43,8 +43,8 @@ from evalbook.redaction import Redactor, profile_secrets
 
 EXTRA = "evalbook[mlflow]"
 URI_VARIABLE = "MLFLOW_TRACKING_URI"
-# what MLflow's client reads for credentials: never written anywhere by evalbook
-CREDENTIAL_VARIABLES = ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+# the secrets among what MLflow's client reads for credentials (the user name is none): redacted
+SECRET_VARIABLES = ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD")
 # MLflow's client retries a refused connection for minutes by default; a run waits at most
 # about this long for a server that is down, unless the environment sets these itself; and the
 # run's page is said on the log (stderr), not printed by MLflow on stdout, where the report path goes
@@ -136,7 +136,7 @@ def redactor(values: Mapping[str, Any], environ: Mapping[str, str] | None = None
     """The redactor of what tracking must never write: the profile's secrets, MLflow's credential
     variables and a tracking URI's user:password."""
     environ = os.environ if environ is None else environ
-    secrets = [*profile_secrets(values, environ), environ.get("MLFLOW_TRACKING_TOKEN"), environ.get("MLFLOW_TRACKING_PASSWORD")]
+    secrets = [*profile_secrets(values, environ), *(environ.get(name) for name in SECRET_VARIABLES)]
     uri = environ.get(URI_VARIABLE) or ""
     parts = urlsplit(uri)
     secrets += [parts.password, parts.username and parts.password and f"{parts.username}:{parts.password}"]
