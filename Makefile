@@ -94,16 +94,20 @@ trend: setup
 diff: setup
 	$(PY) -m evalbook diff --params $(PARAMS) $(A) $(B)
 
-# pytest exits 5 when it collects no tests; that is a failure here, not a pass.
+# pytest exits 5 when it collects no tests; that is a failure here, not a pass. The tests run on
+# TEST_WORKERS pytest-xdist workers, one test module (or the modules sharing the sample runs) per
+# unit of work (tests/conftest.py); TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 test: setup $(LLM_STAMP) $(TEST_STAMP) browser
-	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest $(XDIST) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; \
 	exit $$rc
 
 # The tests that start no kernel, server, model or browser (those are marked slow), for a quick
 # check while working; make test runs them all.
 test-fast: $(STAMP) $(LLM_STAMP) $(TEST_STAMP)
-	@$(PY) -m pytest -m "not slow" $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; \
 	exit $$rc
 

@@ -6,6 +6,7 @@ writes beside them copies their outputs root first)."""
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +26,39 @@ if TYPE_CHECKING:
 # here so that it cannot be forgotten. Other slow tests carry the mark themselves.
 SLOW_FIXTURES = frozenset({"sample_runs"})
 
+# make test runs the suite on two pytest-xdist workers (`--dist loadgroup`). Each test module is one
+# unit of work, so that its module fixtures are made once, on one worker. The modules that use the
+# session's sample runs are one unit together: the runs are made once, and the tests that write a
+# comparison beside them never race one that lists what is there.
+SAMPLE_RUNS_GROUP = "sample_runs"
+# The most expensive units, in the order measured on a clean clone (docs/development.md), are
+# handed out first, so that the two workers finish together; the rest follow in file order.
+SLOWEST_FIRST = ("test_engines", "test_judge_integration", "test_tracking_mlflow", "test_runner_s3",
+                 SAMPLE_RUNS_GROUP, "test_ci_recipe", "test_generate_run", "test_runner",
+                 "test_generate_integration", "test_hostile_text", "test_secret_echo", "test_runner_signals",
+                 "test_onnxgraph")
 
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    # One thread for torch and BLAS in each worker and in the kernels and servers it starts, which
+    # inherit it: two workers on two cores, each with two threads, would fight over them.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
+    sharing = {_module(item) for item in items if SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))}
+    groups = {}
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        groups[item.nodeid] = SAMPLE_RUNS_GROUP if _module(item) in sharing else _module(item)
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    rank = {group: position for position, group in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -51,8 +80,12 @@ def one_embedding_cache(tmp_path_factory):
     `own_embedding_cache` fixture."""
     from evalbook.params import EMBEDDING_CACHE_VARIABLE
 
+    # Under xdist, the workers' temporary folders share a parent: one cache for both workers (its
+    # writers may run concurrently).
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     patch = pytest.MonkeyPatch()
-    patch.setenv(EMBEDDING_CACHE_VARIABLE, str(tmp_path_factory.mktemp("shared") / "embedding-cache"))
+    patch.setenv(EMBEDDING_CACHE_VARIABLE, str(shared / "shared" / "embedding-cache"))
     yield
     patch.undo()
 

