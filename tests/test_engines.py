@@ -623,9 +623,13 @@ def ray_start(*arguments: str) -> subprocess.Popen:
                             env={**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")})
 
 
-def stop_node(process: subprocess.Popen) -> None:
-    if process.poll() is None:
+def stop_node(*processes: subprocess.Popen) -> None:
+    """SIGTERM to every node's session at once, then wait for each (a node takes many seconds to
+    leave, and each one's wait overlaps the others'); SIGKILL to one that is not gone in 60 s."""
+    running = [process for process in processes if process.poll() is None]
+    for process in running:
         os.killpg(process.pid, 15)
+    for process in running:
         try:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -666,8 +670,7 @@ def two_nodes():
         yield f"127.0.0.1:{gcs}", f"ray://127.0.0.1:{client}"
     finally:
         ray.shutdown()
-        for process in reversed(nodes):
-            stop_node(process)
+        stop_node(*reversed(nodes))
 
 
 @pytest.mark.parametrize("through", ["gcs", "ray client"])

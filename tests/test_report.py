@@ -329,7 +329,8 @@ def test_missing_run_id_is_rejected(report: dict):
     assert "'run_id' is a required property" in rejection(report)
 
 
-@pytest.mark.parametrize("run_id", [str(uuid.uuid1()), "not-a-uuid", RUN_ID.upper()])
+# uuid.NAMESPACE_DNS is a version-1 UUID; a fixed one, so that every xdist worker collects the same test ids
+@pytest.mark.parametrize("run_id", [str(uuid.NAMESPACE_DNS), "not-a-uuid", RUN_ID.upper()])
 def test_non_uuid4_run_id_is_rejected(report: dict, run_id: str):
     report["run_id"] = run_id
     message = rejection(report)
