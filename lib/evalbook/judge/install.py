@@ -100,10 +100,12 @@ def wheel_cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalbook" / "wheels"
 
 
-def cached_wheel(build: WheelBuild, root: Path | None = None) -> Path | None:
-    """The wheel of `build` in the cache, or None. A wheel whose sha256 is not the one recorded
-    when it was built (a damaged or replaced file) is not returned: its folder is removed."""
+def cached_wheel(build: WheelBuild, root: Path | None = None, log: TextIO | None = None) -> Path | None:
+    """The wheel of `build` in the cache, or None. A folder whose wheel's sha256 is not the one
+    recorded when it was built (a damaged or replaced file) is removed, and `log` told so."""
     folder = (root or wheel_cache_root()) / build.folder_name()
+    if not folder.exists():
+        return None
     wheels = sorted(folder.glob("*.whl"))
     try:
         recorded = (folder / WHEEL_HASH_FILE).read_text("ascii").strip()
@@ -112,6 +114,9 @@ def cached_wheel(build: WheelBuild, root: Path | None = None) -> Path | None:
     if len(wheels) == 1 and recorded == _sha256(wheels[0]):
         return wheels[0]
     shutil.rmtree(folder, ignore_errors=True)
+    if log is not None:
+        print(f"[evalbook] the cached build in {folder} did not match its recorded sha256: removed, "
+              "to be built again", file=log, flush=True)
     return None
 
 
@@ -121,7 +126,7 @@ def build_wheel(build: WheelBuild, log: TextIO, python: str = sys.executable, pi
     build's environment added) into a new folder that is renamed into place once complete, so
     that an interrupted or failed build leaves nothing a later install would take."""
     root = root or wheel_cache_root()
-    found = cached_wheel(build, root)
+    found = cached_wheel(build, root, log)
     if found is not None:
         print(f"[evalbook] {build.requirement}: the wheel built earlier on this machine ({found})", file=log, flush=True)
         return found
