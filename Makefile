@@ -96,10 +96,10 @@ diff: setup
 	$(PY) -m evalbook diff --params $(PARAMS) $(A) $(B)
 
 # pytest exits 5 when it collects no tests; that is a failure here, not a pass. The tests run on
-# TEST_WORKERS pytest-xdist workers, one test module (or the modules sharing the sample runs) per
-# unit of work (tests/conftest.py); TEST_WORKERS=0 runs them in this process.
+# TEST_WORKERS pytest-xdist workers, one test module (or a group of modules) per unit of work
+# (tests/conftest.py); TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
-XDIST = -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+XDIST = -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 test: setup $(LLM_STAMP) $(TEST_STAMP) browser
 	@$(PY) -m pytest $(XDIST) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; \

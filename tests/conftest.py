@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import yaml
+from xdist.scheduler import LoadScopeScheduling
 
 from evalbook.params import Profile, load_profile
 from paths import DEFAULT_PROFILE, NO_JUDGE, TRUNCATED, read_default_values
@@ -26,14 +27,20 @@ if TYPE_CHECKING:
 # here so that it cannot be forgotten. Other slow tests carry the mark themselves.
 SLOW_FIXTURES = frozenset({"sample_runs"})
 
-# make test runs the suite on two pytest-xdist workers (`--dist loadgroup`). Each test module is one
-# unit of work, so that its module fixtures are made once, on one worker. The modules that use the
-# session's sample runs are one unit together: the runs are made once, and the tests that write a
-# comparison beside them never race one that lists what is there.
+# make test runs the suite on two pytest-xdist workers (`--dist loadscope`), handing out units of
+# work with `UnitScheduling` below. A unit is one test module, so that its module fixtures are made
+# once, on one worker, except for two groups of modules that are one unit each:
+# - the modules that use the session's sample runs: the runs are made once, and a test that writes
+#   a comparison beside them never races one that lists what is there (a collected module that
+#   uses them and is not listed here fails the collection);
 SAMPLE_RUNS_GROUP = "sample_runs"
-# The modules that start the real llama.cpp server are one unit too, so that two servers never
-# run at once: llama.cpp's threads wait for each other, and two servers on two cores judged 3
-# answers in more than 9 minutes, where one took under 3 (evalbook.judge.server.default_threads).
+SAMPLE_RUNS_MODULES = frozenset({
+    "test_calibrate_e2e", "test_calibrate_refusals", "test_compare_e2e", "test_compare_gate",
+    "test_compare_refusals", "test_failures", "test_label_e2e", "test_pages", "test_summary",
+    "test_trend_e2e", "test_trend_page"})
+# - the modules that start the real llama.cpp server, so that two servers never run at once:
+#   llama.cpp's threads wait for each other, and two servers on two cores judged 3 answers in more
+#   than 9 minutes, where one took under 3 (evalbook.judge.server.default_threads).
 LOCAL_LLM_GROUP = "local_llm"
 LOCAL_LLM_MODULES = frozenset({"test_judge_integration", "test_generate_integration", "test_runner_signals"})
 # The most expensive units, in the order measured on a clean clone (docs/development.md), are
@@ -48,23 +55,40 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-def _module(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its module's name, or the group its module is in."""
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    if module in SAMPLE_RUNS_MODULES:
+        return SAMPLE_RUNS_GROUP
+    return LOCAL_LLM_GROUP if module in LOCAL_LLM_MODULES else module
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+class UnitScheduling(LoadScopeScheduling):
+    """xdist's scope scheduling with `unit_of` as the scope. (xdist's own `loadgroup` cannot be
+    used: it renames each test's `_nodeid`, which pytest 9 no longer reads.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of(nodeid)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "loadscope":
+        return UnitScheduling(config, log)
+    return None
+
+
 def pytest_collection_modifyitems(items):
-    sharing = {_module(item) for item in items if SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))}
-    groups = {}
+    unlisted = set()
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-        module = _module(item)
-        groups[item.nodeid] = (SAMPLE_RUNS_GROUP if module in sharing else
-                               LOCAL_LLM_GROUP if module in LOCAL_LLM_MODULES else module)
-        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
-    rank = {group: position for position, group in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))
+            if unit_of(item.nodeid) != SAMPLE_RUNS_GROUP:
+                unlisted.add(item.nodeid.split("::", 1)[0])
+    if unlisted:
+        raise pytest.UsageError(f"{', '.join(sorted(unlisted))} use the sample runs: add them to "
+                                "SAMPLE_RUNS_MODULES in tests/conftest.py")
+    rank = {unit: position for position, unit in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(unit_of(item.nodeid), len(rank)))
 
 
 @pytest.fixture(scope="session", autouse=True)
