@@ -171,12 +171,22 @@ def progress(page) -> str:
     return page.locator(".widget-label", has_text="labelled").first.inner_text()
 
 
+SHOWN_ID = """() => {
+    const id = document.querySelector('.evalbook-label-id');
+    if (id) return id.innerText.replace(/^Example /, '');
+    return document.querySelector('.evalbook-label') ? '' : null;
+}"""
+
+
 def shown_id(page) -> str:
-    """The id of the example shown; "" once the card says the sample is done."""
-    shown = page.locator(".evalbook-label-id")
-    if not shown.count() and page.locator(".evalbook-label").count():
-        return ""
-    return shown.first.inner_text().removeprefix("Example ")
+    """The id of the example shown; "" once the card says the sample is done. Read in one
+    evaluation and waited for while the widget is between two cards: two queries could straddle a
+    re-render and wait on an element that never comes back (seen on the last card under load)."""
+    deadline = time.monotonic() + 30
+    while (shown := page.evaluate(SHOWN_ID)) is None:
+        assert time.monotonic() < deadline, "no card shown for 30 s"
+        time.sleep(0.1)
+    return shown
 
 
 def press(page, key: str, until) -> None:
