@@ -1,0 +1,113 @@
+"""The scenario file: read into Scenarios, or refused before any call with every problem named
+by its scenario and field (exit 2)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from evalbook.errors import UnusableInput
+from evalbook.scenarios.spec import ScenarioFileError, load_scenarios, threshold_value
+
+GOOD = """\
+version: 1
+scenarios:
+  - id: card-replacement
+    goal: find out what a replacement card costs
+    persona: a hurried customer who writes short messages
+    first_speaker: user
+    opening: how much is a new card?
+    max_turns: 4
+    expected_outcome: the first one each year is free, later ones cost 12 dollars
+    criteria: [the assistant states the price, the assistant asks at most one question]
+    assertions:
+      - grounded: {threshold: 4/5, ground_truth: The first replacement each year is free; more cost $12.}
+      - relevant: {threshold: 0.7, turn: last}
+  - id: unknown-policy
+    goal: learn the overdraft policy, which the sources do not hold
+    persona: a polite customer
+    first_speaker: assistant
+    opening: Hello, how can I help?
+    max_turns: 3
+    criteria: [the assistant says it does not know instead of guessing]
+"""
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "scenarios.yaml"
+    path.write_text(textwrap.dedent(text), "utf-8")
+    return path
+
+
+def refusal(tmp_path, text: str) -> str:
+    with pytest.raises(ScenarioFileError) as caught:
+        load_scenarios(write(tmp_path, text))
+    assert isinstance(caught.value, UnusableInput) and caught.value.exit_code == 2
+    return str(caught.value)
+
+
+def test_a_good_file_is_read_with_its_fractions_and_defaults(tmp_path):
+    first, second = load_scenarios(write(tmp_path, GOOD))
+    assert first.id == "card-replacement" and first.max_turns == 4 and first.opening == "how much is a new card?"
+    assert len(first.criteria) == 2
+    grounded, relevant = first.assertions
+    assert (grounded.kind, grounded.threshold, grounded.threshold_text, grounded.turn) == ("grounded", 0.8, "4/5", "every")
+    assert grounded.ground_truth.startswith("The first replacement")
+    assert (relevant.kind, relevant.threshold, relevant.turn, relevant.ground_truth) == ("relevant", 0.7, "last", None)
+    assert second.first_speaker == "assistant" and second.assertions == () and second.expected_outcome is None
+
+
+def test_threshold_fractions_read_exactly():
+    assert threshold_value("2/3") == (2 / 3, "2/3")
+    assert threshold_value(" 4 / 5 ") == (0.8, "4/5")
+    assert threshold_value(1) == (1.0, "1")
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("    goal: find out what a replacement card costs\n", "",
+     "scenario 1 ('card-replacement'): field 'goal' is missing"),
+    ("    max_turns: 4\n", "    max_turns: 4\n    colour: blue\n",
+     "scenario 1 ('card-replacement'): unknown field 'colour'"),
+    ("    max_turns: 4\n", "    max_turns: 0\n",
+     "scenario 1 ('card-replacement'): field 'max_turns' is 0; it must be a whole number of at least 1"),
+    ("    max_turns: 3\n", "    max_turns: -2\n",
+     "scenario 2 ('unknown-policy'): field 'max_turns' is -2"),
+    ("  - id: unknown-policy\n", "  - id: card-replacement\n",
+     "scenario 2 ('card-replacement'): field 'id' repeats scenario 1's id"),
+    ("      - relevant: {threshold: 0.7, turn: last}\n", "      - relevant: {threshold: 0.7, turn: 9}\n",
+     "scenario 1 ('card-replacement'): field 'assertions.1.relevant.turn' is 9, past max_turns 4"),
+    ("threshold: 4/5", "threshold: 6/5", "field 'assertions.0.grounded.threshold' is '6/5'"),
+    ("      - relevant: {threshold: 0.7, turn: last}\n", "      - relevant: {threshold: 70, turn: last}\n",
+     "scenario 1 ('card-replacement'): field 'assertions.1.relevant.threshold'"),
+    ("    opening: Hello, how can I help?\n", "",
+     "scenario 2 ('unknown-policy'): field 'opening' is missing: an assistant that speaks first"),
+    ("    first_speaker: user\n", "    first_speaker: bot\n", "scenario 1 ('card-replacement'): field 'first_speaker'"),
+    ("      - relevant: {threshold: 0.7, turn: last}\n", "      - relevant: {threshold: 0.7, ground_truth: x}\n",
+     "unknown field 'assertions.1.relevant.ground_truth'"),
+])
+def test_a_bad_scenario_is_refused_naming_the_scenario_and_the_field(tmp_path, old, new, expected):
+    assert old in GOOD
+    message = refusal(tmp_path, GOOD.replace(old, new, 1))
+    assert expected in message and "nothing was simulated" in message and "scenarios.yaml" in message
+
+
+def test_every_problem_is_listed_at_once(tmp_path):
+    text = GOOD.replace("    goal: find out what a replacement card costs\n", "").replace("    max_turns: 3\n", "    max_turns: 0\n")
+    message = refusal(tmp_path, text)
+    assert "2 problem(s)" in message and "'goal' is missing" in message and "'max_turns' is 0" in message
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("scenarios: []\nversion: 1\n", "field 'scenarios'"),
+    ("version: 1\nscenarios:\n  - [not, a, mapping]\n", "scenario 1"),
+    ("version: 2\nscenarios: []\n", "version"),
+    ("version: 1\nscenarios: [\n", "not valid YAML"),
+])
+def test_a_file_that_is_not_a_scenario_file_is_refused(tmp_path, text, expected):
+    assert expected in refusal(tmp_path, text)
+
+
+def test_a_missing_file_is_refused_with_its_path(tmp_path):
+    with pytest.raises(ScenarioFileError, match="no-such.yaml: cannot read"):
+        load_scenarios(tmp_path / "no-such.yaml")
