@@ -1,5 +1,6 @@
 """Scenarios: conversations evalbook simulates against the system under test (issue 38).
 
-`spec` reads and checks the scenario file. The simulator, the conversation loop, the notebook
-and the report's section come next.
+`spec` reads and checks the scenario file; `simulator` reads the simulated user's replies,
+derives each repeat's seed and spots a user who repeats themself; `outcomes` gives the pass
+rates over repeats. The conversation loop, its notebook and the report's section come next.
 """

@@ -1,0 +1,40 @@
+"""Pass rates over a scenario's repeats: the rate with its Wilson interval, pass^k and pass@k.
+
+A scenario run k times passes a criterion in some of them. The pass rate is the share that
+passed, with a Wilson score interval (scipy's `binomtest(...).proportion_ci`), which stays
+inside [0, 1] and is honest at the small k a scenario is repeated. pass^k says whether every
+repeat passed (the assistant is reliable), pass@k whether at least one did (the assistant can).
+Repeats that could not be judged count in neither: they are reported as unjudged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from scipy.stats import binomtest
+
+CONFIDENCE = 0.95
+
+
+def wilson_interval(passed: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """The Wilson score interval of passed / n; None when nothing was judged."""
+    if n == 0:
+        return None
+    interval = binomtest(passed, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)
+
+
+def pass_summary(verdicts: Sequence[bool | None], confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """One scenario's verdicts on one criterion, one per repeat (None: that repeat was not judged)."""
+    judged = [bool(v) for v in verdicts if v is not None]
+    passed = sum(judged)
+    interval = wilson_interval(passed, len(judged), confidence)
+    return {
+        "n_repeats": len(verdicts), "n_judged": len(judged), "n_unjudged": len(verdicts) - len(judged),
+        "n_passed": passed, "pass_rate": passed / len(judged) if judged else None,
+        "interval": None if interval is None else {"low": interval[0], "high": interval[1],
+                                                   "confidence": confidence, "method": "wilson"},
+        # over the judged repeats; None when none was judged (not a pass, not a fail)
+        "pass_all": all(judged) if judged else None,
+        "pass_any": any(judged) if judged else None,
+    }
