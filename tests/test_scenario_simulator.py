@@ -60,6 +60,8 @@ def test_a_near_same_user_message_is_a_loop():
     assert repeats_earlier("How much does a new card cost?", earlier)
     assert not repeats_earlier("and how long does delivery take?", earlier)
     assert not repeats_earlier("goodbye", [])
+    assert not repeats_earlier("what about order 1235?", ["what about order 1234?"])  # other numbers: another question
+    assert repeats_earlier("What about order 1234", ["what about order 1234?"])
 
 
 def wilson_by_formula(passed: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:

@@ -10,7 +10,8 @@ Seeds: each (scenario, repeat) gets its own seed from the run's seed, the scenar
 repeat index (`derived_seed`), so that a run is reproducible and its repeats differ.
 
 Loops: a user message that repeats an earlier one of the same conversation, word for word or
-nearly (`NEAR_SAME` similarity after case and punctuation are set aside), ends it as a loop.
+nearly (`NEAR_SAME` similarity after case and punctuation are set aside, with the same numbers:
+"order 1234" and "order 1235" are two questions), ends it as a loop.
 """
 
 from __future__ import annotations
@@ -82,4 +83,6 @@ def _normalised(message: str) -> str:
 def repeats_earlier(message: str, earlier: Sequence[str], near_same: float = NEAR_SAME) -> bool:
     """True when `message` is the same, or nearly, as one of the `earlier` user messages."""
     new = _normalised(message)
-    return any(SequenceMatcher(None, new, _normalised(old)).ratio() >= near_same for old in earlier)
+    numbers = re.findall(r"\d+", new)
+    return any(re.findall(r"\d+", old) == numbers and SequenceMatcher(None, new, old).ratio() >= near_same
+               for old in map(_normalised, earlier))
