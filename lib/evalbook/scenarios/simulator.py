@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, Sequence
 
+from evalbook.prompts import PromptTemplate, load_template
+from evalbook.scenarios.spec import Scenario
 from evalbook.validation import jsonschema
 
 REASONS = ("continuing", "goal_met", "gave_up")
@@ -32,6 +34,7 @@ REPLY_SCHEMA: dict[str, Any] = {
 }
 SHOWN_REPLY_CHARACTERS = 200
 NEAR_SAME = 0.9  # difflib's ratio between two normalised user messages at or above which they repeat
+PROMPT = ("simulator", 1)  # scenarios/prompts/simulator-v1.txt; its sha256 keys every simulator call
 SEED_SPACE = 2**31  # seeds stay within what every OpenAI-compatible server accepts
 
 
@@ -86,3 +89,16 @@ def repeats_earlier(message: str, earlier: Sequence[str], near_same: float = NEA
     numbers = re.findall(r"\d+", new)
     return any(re.findall(r"\d+", old) == numbers and SequenceMatcher(None, new, old).ratio() >= near_same
                for old in map(_normalised, earlier))
+
+
+def simulator_template() -> PromptTemplate:
+    return load_template(*PROMPT, package="evalbook.scenarios")
+
+
+def simulator_prompt(template: PromptTemplate, scenario: Scenario, turns: Sequence[dict[str, str]],
+                     json_instructions: bool) -> str:
+    """What the simulator is sent for the next user message: the goal, the persona and the
+    conversation so far, each inside its data block (evalbook.prompts defuses the markers)."""
+    return template.render(goal=scenario.goal, persona=scenario.persona,
+                           turns=[{"role": t["role"], "content": t["content"]} for t in turns],
+                           json_instructions=json_instructions, reply_schema=json.dumps(REPLY_SCHEMA))
