@@ -111,3 +111,12 @@ def test_a_file_that_is_not_a_scenario_file_is_refused(tmp_path, text, expected)
 def test_a_missing_file_is_refused_with_its_path(tmp_path):
     with pytest.raises(ScenarioFileError, match="no-such.yaml: cannot read"):
         load_scenarios(tmp_path / "no-such.yaml")
+
+
+def test_the_shipped_example_scenarios_are_valid_and_hold_a_refusal_case():
+    from paths import ROOT
+
+    scenarios = load_scenarios(ROOT / "examples" / "scenarios" / "sample.yaml")
+    assert len(scenarios) == 3 and len({s.id for s in scenarios}) == 3
+    refusal_case = next(s for s in scenarios if s.id.endswith("refused"))
+    assert refusal_case.first_speaker == "assistant" and "no information" in refusal_case.assertions[0].ground_truth
