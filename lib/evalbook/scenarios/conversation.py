@@ -26,13 +26,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from evalbook.errors import EvalbookError
 from evalbook.scenarios.simulator import Unusable, read_user_turn, repeats_earlier
 from evalbook.scenarios.spec import Scenario
 
 END_REASONS = ("goal_met", "gave_up", "max_turns", "loop_detected", "timeout", "system_error", "simulator_error")
 
 
-class CallFailed(Exception):
+class CallFailed(EvalbookError, RuntimeError):
     """A simulator or system call that failed after its retries; `reason` is redacted."""
 
     def __init__(self, reason: str, timed_out: bool = False):

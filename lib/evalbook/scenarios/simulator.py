@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, Sequence
 
+from evalbook.errors import EvalbookError
 from evalbook.prompts import PromptTemplate, load_template
 from evalbook.scenarios.spec import Scenario
 from evalbook.validation import jsonschema
@@ -38,7 +39,7 @@ PROMPT = ("simulator", 1)  # scenarios/prompts/simulator-v1.txt; its sha256 keys
 SEED_SPACE = 2**31  # seeds stay within what every OpenAI-compatible server accepts
 
 
-class Unusable(ValueError):
+class Unusable(EvalbookError, ValueError):
     """A simulator reply that is not the JSON asked for; `reason` says why, `shown` is its start."""
 
     def __init__(self, reason: str, text: str | None):
