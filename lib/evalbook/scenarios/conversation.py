@@ -53,10 +53,6 @@ class Transcript:
     system_calls: int = 0
     seconds: float = 0.0
 
-    @property
-    def assistant_turns(self) -> int:
-        return sum(turn["role"] == "assistant" for turn in self.turns)
-
     def as_record(self) -> dict[str, Any]:
         return {"scenario_id": self.scenario_id, "repeat": self.repeat, "seed": self.seed,
                 "turns": [dict(turn) for turn in self.turns], "end_reason": self.end_reason,
