@@ -162,6 +162,24 @@ def test_one_chat_completion_carries_the_question_and_the_contexts_in_rank_order
     assert -1 not in positions and positions == sorted(positions)
 
 
+def test_a_session_sends_its_earlier_turns_and_retrieves_with_its_earlier_questions(service, sample, documents):
+    llm = RecordingLlm(lambda request: chat_completion(f"reply {len(llm.bodies)}"))
+    client = service_client(service, documents, llm)
+    first, follow_up = sample["question"].iloc[0], "And how often is that?"
+    client.post("/answer", json={"question": first, "session_id": "conv-1"})
+    body = client.post("/answer", json={"question": follow_up, "session_id": "conv-1"}).json()
+    messages = llm.bodies[1]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[:2] == [{"role": "user", "content": first}, {"role": "assistant", "content": "reply 1"}]
+    assert follow_up in messages[2]["content"]
+    expected = service.Bm25Index(documents).search(f"{first} {follow_up}", k=3)
+    assert [hit["id"] for hit in body["retrieved"]] == [hit.document.id for hit in expected]
+    # another session, and no session at all, start from nothing
+    client.post("/answer", json={"question": follow_up, "session_id": "conv-2"})
+    client.post("/answer", json={"question": follow_up})
+    assert [len(b["messages"]) for b in llm.bodies[2:]] == [1, 1]
+
+
 def test_the_id_is_optional_and_only_echoed(service, sample, documents):
     llm = RecordingLlm()
     client = service_client(service, documents, llm)

@@ -6,6 +6,10 @@ completion on an OpenAI-compatible server (llama.cpp's, by default) that answers
 
 POST /answer {"question": "...", "id": "..."} returns the answer, the retrieved documents in rank
 order, the model id the LLM server reported and its token usage; GET /health says it is up.
+With a `session_id`, the question continues that conversation: the model is sent the session's
+earlier questions and answers before it, and retrieval reads the earlier questions too, so that
+a follow-up ("and glass?") finds its documents. Sessions live in memory, the latest
+MAX_SESSIONS of them; a restart forgets them.
 Exit codes: 2 for a bad flag, examples file or prompt template, 3 when it cannot listen (uvicorn's
 start-up failure, such as a port in use), 130 for Ctrl-C; SIGTERM stops it gracefully.
 """
@@ -16,6 +20,7 @@ import argparse
 import logging
 import string
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -128,9 +133,13 @@ class Bm25Index:
         return [Hit(self.documents[row], float(score)) for row, score in zip(rows[0], scores[0])]
 
 
+MAX_SESSIONS = 1000
+
+
 class AnswerRequest(BaseModel):
     question: str
     id: str | int | None = None
+    session_id: str | None = None
 
     @field_validator("question")
     @classmethod
@@ -148,6 +157,7 @@ def build_app(documents: list[Document], llm_client: openai.OpenAI, settings: Se
     """The service over these documents; the index is built here, once."""
     index = Bm25Index(documents)
     app = FastAPI(title="evalbook example RAG service")
+    sessions: OrderedDict[str, list[tuple[str, str]]] = OrderedDict()  # id -> (question, answer) turns
 
     @app.exception_handler(RequestValidationError)
     async def invalid_body(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -162,12 +172,21 @@ def build_app(documents: list[Document], llm_client: openai.OpenAI, settings: Se
 
     @app.post("/answer")
     def answer(request: AnswerRequest):
-        hits = index.search(request.question, settings.top_k)
+        earlier = sessions.get(request.session_id, []) if request.session_id is not None else []
+        query = " ".join([*(question for question, _ in earlier), request.question])
+        hits = index.search(query, settings.top_k)
+        history = [message for question, reply in earlier
+                   for message in ({"role": "user", "content": question}, {"role": "assistant", "content": reply})]
         try:
-            completion = complete(llm_client, settings, prompt_for(settings, request.question, hits))
+            completion = complete(llm_client, settings, prompt_for(settings, request.question, hits), history)
         except LlmFailure as failure:
             log.warning("answer failed: %s", failure)
             return JSONResponse(status_code=502, content={"error": str(failure)})
+        if request.session_id is not None:
+            sessions[request.session_id] = [*earlier, (request.question, completion.choices[0].message.content or "")]
+            sessions.move_to_end(request.session_id)
+            while len(sessions) > MAX_SESSIONS:
+                sessions.popitem(last=False)
         usage = completion.usage
         return {"id": request.id, "answer": completion.choices[0].message.content,
                 "retrieved": [{"id": hit.document.id, "text": hit.document.text, "score": hit.score}
@@ -185,11 +204,11 @@ def prompt_for(settings: Settings, question: str, hits: list[Hit]) -> str:
     return settings.prompt.substitute(contexts=contexts, question=question)
 
 
-def complete(llm_client: openai.OpenAI, settings: Settings, prompt: str):
-    """One chat completion, or LlmFailure with the reason."""
+def complete(llm_client: openai.OpenAI, settings: Settings, prompt: str, history: list[dict] = ()):
+    """One chat completion after the conversation's earlier messages, or LlmFailure with the reason."""
     try:
         completion = llm_client.chat.completions.create(
-            model=settings.llm_model, messages=[{"role": "user", "content": prompt}],
+            model=settings.llm_model, messages=[*history, {"role": "user", "content": prompt}],
             max_tokens=settings.max_tokens, temperature=settings.temperature, seed=settings.seed)
     except openai.APITimeoutError as error:
         raise LlmFailure(f"the LLM server did not answer within {settings.llm_timeout:g} s") from error

@@ -2,8 +2,10 @@
 
 - **http**: the user's own service. `method`, `url`, `headers` (each value read from an
   environment variable, never written in the profile), a JSON `body` template whose strings may
-  hold `{id}`, `{question}` and `{context}` (the example's gold context), and the `response`
-  mapping (evalbook.generate.mapping).
+  hold `{id}`, `{question}`, `{context}` (the example's gold context) and `{session_id}` (one
+  per conversation: in 00_generate each example is a conversation of its own, its id; in
+  02a_converse one per scenario repeat, whose `{question}` is the user's latest message), and
+  the `response` mapping (evalbook.generate.mapping).
 - **openai**: chat completions at `base_url` + `/chat/completions`, with the profile's model
   and sampling, and the packaged prompt template (`prompts/<name>-v<N>.txt`) given the question
   and, with `context: gold` or `retrieved`, the example's gold context or the evaluation set's
@@ -31,7 +33,7 @@ from evalbook.prompts import PromptTemplate, load_template
 from evalbook.processes import is_loopback
 
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
-BODY_FIELDS = ("id", "question", "context")
+BODY_FIELDS = ("id", "question", "context", "session_id")
 TEMPLATE_NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*)-v(?P<version>[0-9]+)$")
 
 
@@ -48,6 +50,9 @@ class Item:
     context: str
     retrieved_ids: list[str] | None = None
     retrieved_contexts: list[str] | None = None
+    session_id: str | None = None  # None: the id
+    # the conversation so far, for an endpoint that takes it whole (openai); None: the question alone
+    turns: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,8 @@ def http_endpoint(config: dict[str, Any], system_version: str | None) -> Endpoin
         raise GenerateConfigError(f"{origin}.body must hold {{question}}, or every example would ask the same")
 
     def render(item: Item) -> Any:
-        return _fill(body, {"id": item.id, "question": item.question, "context": item.context})
+        return _fill(body, {"id": item.id, "question": item.question, "context": item.context,
+                            "session_id": item.session_id or item.id})
 
     headers = _headers(config["headers"])
     identity = {"kind": "http", "method": config["method"], "url": config["url"],
@@ -162,6 +168,8 @@ def openai_endpoint(config: dict[str, Any], system_version: str | None) -> Endpo
                 "max_tokens": config["max_tokens"],
                 "messages": [{"role": "user", "content": template.render(question=item.question,
                                                                          contexts=contexts)}]}
+        if item.turns is not None:  # a conversation: its turns as they are, the template unused
+            body["messages"] = [{"role": role, "content": content} for role, content in item.turns]
         if config["seed"] is not None:
             body["seed"] = config["seed"]
         return body
