@@ -77,6 +77,9 @@ class Endpoint:
     template: PromptTemplate | None = None
     model: str | None = None  # the profile's model (openai kind)
     notes: list[str] = field(default_factory=list)
+    # what keys the cache in place of the body sent, when a part of the body must not key it
+    # (a conversation's session id, fresh in each run); None: the body
+    keyed_body: Any = None
 
     @property
     def loopback(self) -> bool:
@@ -100,7 +103,7 @@ class Endpoint:
         return values
 
     def key(self, body: Any) -> str:
-        return cache_key({**self.identity, "body": body})
+        return cache_key({**self.identity, "body": body if self.keyed_body is None else self.keyed_body})
 
 
 def _fill(template: Any, values: dict[str, str]) -> Any:
