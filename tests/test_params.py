@@ -30,7 +30,7 @@ from evalbook.params import (
 from paths import DEFAULT_PROFILE, ROOT
 
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-SHIPPED = ("default", "adr014", "local-judge", "openai")
+SHIPPED = ("default", "adr014", "local-judge", "openai", "generate-local", "scenarios-local")
 
 
 def error_of(path: Path, overrides: dict | None = None) -> str:
@@ -677,3 +677,34 @@ def test_aliases_that_multiply_or_never_end_are_refused_with_their_line(write_pr
     path = write_profile(text)
     message = error_of(path)
     assert message.startswith(f"{path}: line 1, column ") and problem in message
+
+
+# ---------------------------------------------------------------- scenarios
+
+def test_a_profile_without_the_scenario_keys_gets_them_off(default_values, write_profile):
+    del default_values["simulate"], default_values["scenarios"]
+    profile = load_profile(write_profile(default_values))
+    assert (profile["simulate"], profile["scenarios"]) == (None, {"enabled": False})
+
+
+def scenarios_values() -> dict:
+    return yaml.safe_load((ROOT / "params" / "scenarios-local.yaml").read_text("utf-8"))
+
+
+def test_scenarios_without_a_simulator_are_refused_naming_the_key(write_profile):
+    values = {**scenarios_values(), "extends": str(ROOT / "params" / "generate-local.yaml"), "simulate": None}
+    message = error_of(write_profile(values))
+    assert "scenarios.enabled is true but simulate is null" in message
+
+
+def test_scenarios_without_the_system_s_endpoint_are_refused_naming_what_is_missing(default_values, write_profile):
+    local = scenarios_values()
+    default_values.update(simulate=local["simulate"], scenarios=local["scenarios"])
+    message = error_of(write_profile(default_values))
+    assert "the system under test is generate's endpoint, but generate has no kind" in message
+
+
+def test_the_scenario_file_path_is_made_absolute_in_the_run_s_params():
+    values = resolved_values(load_profile(ROOT / "params" / "scenarios-local.yaml"))
+    assert values["scenarios"]["path"] == str(ROOT / "examples" / "scenarios" / "sample.yaml")
+    assert values["generate"]["cache_path"].endswith("generate-cache.sqlite")

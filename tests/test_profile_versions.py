@@ -31,6 +31,12 @@ SCORE_KEYS = (
     # What generates the answers, and the source they are given (which the judge's eligibility reads).
     "generate.enabled", "generate.kind", "generate.source", "generate.system_version", "generate.http",
     "generate.openai",
+    # What conversations are simulated and how: the simulator's pins (the whole section, which
+    # may be null; its timeouts and retries with it, since a timeout ends a conversation) and
+    # the scenarios run.
+    "simulate",
+    "scenarios.enabled", "scenarios.path", "scenarios.repeats", "scenarios.timeout_seconds",
+    "scenarios.replay_from",
 )
 # Keys that change where or how a run executes, or what it is called, but no score.
 NOT_SCORE_KEYS = (
@@ -51,10 +57,13 @@ NOT_SCORE_KEYS = (
     "slices",
     # Where a run is also logged (MLflow): no score moves.
     "tracking",
+    # The scenarios' budget refuses a run, moves no score.
+    "scenarios.max_calls",
 )
 
 # profile name -> version -> hash of its score-affecting keys. Keep the old versions' lines.
 RECORDED_HASHES: dict[str, dict[int, str]] = {
+    "scenarios-local": {1: "sha256:e64c463cbea69cc5dcb253959894ad5c0b1a5021a28dcb6493a8968ea3e2102d"},
     "adr014": {1: "sha256:eada95f901b265b60788f769a8430f9f64bf52b7a54561f7146564b74da93f36",
                2: "sha256:494f01c4d2227945c2317a3896db236331ffbc1aaa950d4603ddc84c3e8e31c3"},
     "default": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6",

@@ -29,13 +29,15 @@ from evalbook.validation import jsonschema
 PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_root")
 # Path keys that an override may set; paths in overrides resolve against the working folder.
 OVERRIDE_PATH_KEYS = (*PATH_KEYS, "models.bertscore.baseline_path", "judge.cache_path",
-                      "scoring.embedding_cache.path", "generate.cache_path")
+                      "scoring.embedding_cache.path", "generate.cache_path", "scenarios.path",
+                      "scenarios.replay_from")
 REQUIRED_PATH_KEYS = ("input_path", "outputs_root", "local_outputs_root")
 DEFAULT_LOCAL_OUTPUTS_ROOT = "outputs"
 # Keys whose values are text: `-p env=2026` or `-p generator=3.5` must stay strings.
 TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator", "ray_address",
                        "ray_shared_path", "dataset.name", "dataset.split", "scoring.embedding_cache.path",
-                       "generate.system_version", "generate.source", "generate.cache_path"))
+                       "generate.system_version", "generate.source", "generate.cache_path", "scenarios.path",
+                       "scenarios.replay_from", "simulate.model", "simulate.prompt"))
 TEXT_KEY_SUFFIXES = (".name", ".source", ".sha256", ".baseline_path")
 # Keys added after profile-v1 was first used, with the value that reproduces the behaviour
 # before them; each has a line in params/CHANGELOG.md. The embedded profiles set them all.
@@ -56,7 +58,12 @@ ADDED_KEYS: dict[str, Any] = {
     "generate": {"enabled": False},
     "slices": {"by": "auto", "topics": {"k": None}, "min_n": 10},
     "tracking": {"mlflow": None},
+    "simulate": None,
+    "scenarios": {"enabled": False},
 }
+# What 02a_converse needs of `generate:` (the system under test) when 00_generate is off
+SYSTEM_KEYS = ("kind", "system_version", "timeout_seconds", "max_retries", "backoff_seconds", "start_server",
+               "service")
 
 
 class ParamsError(UnusableInput, ValueError):
@@ -408,6 +415,7 @@ def validate(values: dict[str, Any], origin: str, overrides: dict[str, Any] | No
         raise ParamsError(f"{origin}: generate.enabled is true, so 00_generate writes the answers, but "
                           f"predictions_path is also set ({values['predictions_path']}); keep one: "
                           "-p predictions_path=null")
+    _check_scenarios(values, origin)
     shared = values["ray_shared_path"]
     if (shared is not None and not is_remote(shared)
             and not Path(shared.removeprefix("file://")).is_absolute()):
@@ -473,6 +481,23 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None,
     return Profile(values=values, source_path=source_path, root=find_root(source_path.parent))
 
 
+def _check_scenarios(values: dict[str, Any], origin: str) -> None:
+    """Enabled scenarios need a simulator and the system under test's endpoint in `generate:`."""
+    if not values["scenarios"]["enabled"]:
+        return
+    if values["simulate"] is None:
+        raise ParamsError(f"{origin}: scenarios.enabled is true but simulate is null: pin the simulated user "
+                          "(simulate: base_url, model, temperature, seed, prompt; params/scenarios-local.yaml has one)")
+    generate = values["generate"]
+    missing = [key for key in SYSTEM_KEYS if key not in generate]
+    if not missing and generate["kind"] not in generate:
+        missing = [generate["kind"]]
+    if missing:
+        raise ParamsError(f"{origin}: scenarios.enabled is true, and the system under test is generate's endpoint, "
+                          f"but generate has no {', '.join(missing)} (generate.enabled may stay false; "
+                          "docs/generate.md describes the section)")
+
+
 def resolved_values(profile: Profile) -> dict[str, Any]:
     """The profile with every path made absolute, as written into a run folder."""
     values = copy.deepcopy(profile.values)
@@ -482,8 +507,11 @@ def resolved_values(profile: Profile) -> dict[str, Any]:
     values["models"]["bertscore"]["baseline_path"] = resolve_path(baseline, profile.root)
     values["local_outputs_root"] = str(local_outputs_root(profile))
     values["judge"]["cache_path"] = judge_cache_path(profile)
-    if values["generate"]["enabled"]:
+    if values["generate"]["enabled"] or values["scenarios"]["enabled"]:
         values["generate"]["cache_path"] = generate_cache_path(profile)
+    if values["scenarios"]["enabled"]:
+        for key in ("path", "replay_from"):
+            values["scenarios"][key] = resolve_path(values["scenarios"][key], profile.root)
     # null stays null: it means <local_outputs_root>/embedding-cache, made absolute just above
     embedding_cache = values["scoring"]["embedding_cache"]
     embedding_cache["path"] = resolve_path(embedding_cache["path"], profile.root)
@@ -514,7 +542,7 @@ def judge_cache_path(profile: Profile) -> str:
 def generate_cache_path(profile: Profile) -> str:
     """The generate stage's response cache: `generate.cache_path`, else `generate-cache.sqlite`
     in the local outputs root, shared by all runs."""
-    configured = profile["generate"]["cache_path"]
+    configured = profile["generate"].get("cache_path")
     if configured is None:
         return str(local_outputs_root(profile) / GENERATE_CACHE_FILE)
     return resolve_path(configured, profile.root)
