@@ -43,9 +43,11 @@ RUN_DAY_GLOB = f"*/{RUNS_DIR}/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]"
 # The stages, each a notebook of notebooks/ executed into the run folder as `<stage>.ipynb`, with
 # its pages `<stage>.html` and `<stage>.noinput.html`.
 GENERATE_STAGE = "00_generate"  # first, only when the profile's generate section is enabled
+CONVERSE_STAGE = "02a_converse"  # before the judge, only when the profile's scenarios are enabled
 REPORT_STAGE = "04_report"
 STAGES = ("01_load", "02_score", "03_judge", REPORT_STAGE)
-ALL_STAGES = (GENERATE_STAGE, *STAGES)
+ALL_STAGES = (GENERATE_STAGE, "01_load", "02_score", CONVERSE_STAGE, "03_judge", REPORT_STAGE)
+OPTIONAL_STAGES = (GENERATE_STAGE, CONVERSE_STAGE)
 COMPARE_STAGE = "05_compare"  # a comparison's notebook, in its own folder
 CALIBRATE_STAGE = "06_calibrate"  # a calibration's notebook, in its own folder
 NOINPUT_SUFFIX = ".noinput.html"  # a page without its code cells: `<stage>.noinput.html`
@@ -57,6 +59,9 @@ LOAD_SUMMARY = "load.json"
 SCORED = "scored.parquet"  # 02_score
 SCORING_SUMMARY = "scoring.json"
 TOPICS = "topics.json"  # 02_score: the questions grouped by meaning (evalbook.report.topics)
+TRANSCRIPTS = "transcripts.jsonl"  # 02a_converse: one conversation a line, each written as it ends
+CONVERSATIONS = "conversations.json"  # 02a_converse: its summary
+SCENARIO_JUDGMENTS = "scenario-judgments.json"  # 03_judge: the transcripts judged, per scenario
 PROVENANCE = "provenance.json"  # written by the runner before the stages
 JUDGE = "judge.json"  # 03_judge
 INTERACTIVE_REPORT = "report.json"  # 04_report run without a run folder writes its report here

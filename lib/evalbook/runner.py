@@ -43,7 +43,7 @@ from evalbook.execution import NOTEBOOKS, execute_stage, mark_not_tracked, mark_
 from evalbook.files import write_new
 from evalbook.interrupts import RunInterrupted, interrupts_raised, signals_held
 from evalbook.load import LoadError, metadata_column_names
-from evalbook.layout import (ALL_STAGES, FAILED_MARKER, HEADLINE_FILE, PROVENANCE, REPORT_STAGE, RUNNING_MARKER, STAGES, existing_run, params_file,
+from evalbook.layout import (ALL_STAGES, CONVERSE_STAGE, FAILED_MARKER, GENERATE_STAGE, HEADLINE_FILE, PROVENANCE, REPORT_STAGE, RUNNING_MARKER, existing_run, params_file,
                              report_path, run_folder, run_json)
 from evalbook.params import (ParamsError, Profile, check_input_files, is_remote, load_profile, local_outputs_root,
                              parse_overrides, resolved_values)
@@ -81,7 +81,8 @@ def needs_hub(profile) -> bool:
 
 def stages_for(profile: Profile) -> tuple[str, ...]:
     """The stages a run of `profile` executes, in order."""
-    return ALL_STAGES if profile["generate"]["enabled"] else STAGES
+    optional = {GENERATE_STAGE: profile["generate"]["enabled"], CONVERSE_STAGE: profile["scenarios"]["enabled"]}
+    return tuple(stage for stage in ALL_STAGES if optional.get(stage, True))
 
 
 def _run_stages(profile: Profile, parameters: dict[str, Any], run_dir: Path, result: RunResult,

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from evalbook.layout import ALL_STAGES, GENERATE_STAGE, params_file
+from evalbook.layout import ALL_STAGES, OPTIONAL_STAGES, params_file
 
 
 # nbdime's file headers carry the files' modification times; a run diff leaves them out.
@@ -79,8 +79,8 @@ def diff_runs(a: Path, b: Path, out: TextIO = sys.stdout, color: bool = False) -
     differing += bool(lines)
     for stage in ALL_STAGES:
         left, right = a / f"{stage}.ipynb", b / f"{stage}.ipynb"
-        if stage == GENERATE_STAGE and not (left.is_file() or right.is_file()):
-            continue  # neither run generated its answers
+        if stage in OPTIONAL_STAGES and not (left.is_file() or right.is_file()):
+            continue  # neither run generated its answers, or simulated conversations
         if not (left.is_file() and right.is_file()):
             missing = [str(p) for p in (left, right) if not p.is_file()]
             print(f"\n## {stage}: not executed in both runs (missing {', '.join(missing)})", file=out)
