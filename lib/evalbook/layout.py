@@ -68,6 +68,7 @@ INTERACTIVE_REPORT = "report.json"  # 04_report run without a run folder writes 
 # the logs of what a run starts beside its stages (evalbook.services)
 JUDGE_SERVER_LOG = "judge-server.log"
 MODEL_SERVER_LOG = "model-server.log"
+SIMULATOR_SERVER_LOG = "simulator-server.log"
 SERVICE_LOG = "service.log"
 # The other files of a run folder that evalbook itself names.
 PARAMS_FILE = "params.yaml"  # the resolved profile the stages read

@@ -10,6 +10,7 @@ A stage runs in one of two modes:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import uuid
@@ -33,16 +34,26 @@ from evalbook.generate.stage import check_something_generated, generate_answers
 from evalbook.judge.estimate import describe
 from evalbook.judge.stage import (judge_table, local_embedder, not_run, openai_embedder, server_reachable,
                                   settings_from)
-from evalbook.layout import (CANONICAL, GENERATED, GENERATION, INTERACTIVE_REPORT, JUDGE, LOAD_SUMMARY, PROVENANCE,
+from evalbook.layout import (CANONICAL, CONVERSATIONS, GENERATED, GENERATION, INTERACTIVE_REPORT, JUDGE, LOAD_SUMMARY,
+                             PROVENANCE, SCENARIO_JUDGMENTS, TRANSCRIPTS,
                              SCORED, SCORING_SUMMARY, TOPICS, interactive_folder, report_path)
 from evalbook.metrics import QUESTION_EMBEDDING, names
 from evalbook.params import (Profile, generate_cache_path, judge_cache_path, load_profile, local_outputs_root,
+                             resolve_path,
                              locate_profile)
 from evalbook.provenance import run_provenance
 from evalbook.redaction import profile_redactor
 from evalbook.replycache import ReplyCache
 from evalbook.report.document import build_report, write_report
 from evalbook.report.topics import Topics, find_topics
+from evalbook.scenarios.judging import judge_scenarios
+from evalbook.scenarios.report import scenarios_section
+from evalbook.scenarios.run import (check_budget as check_scenario_budget, conversations, describe_plan,
+                                    end_reason_counts, plan,
+                                    run_conversations, summarize_conversations)
+from evalbook.scenarios.sides import Simulator, System
+from evalbook.scenarios.spec import Scenario, load_scenarios
+from evalbook.scenarios.transcripts import TranscriptWriter, line_of, read_transcripts, replay_path
 from evalbook.score.models import resolve_model, resolve_profile_models
 from evalbook.stats import BOOTSTRAP, summarize
 
@@ -305,33 +316,140 @@ def scored_table(ctx: StageContext) -> pd.DataFrame:
 # ---------------------------------------------------------------- 03_judge
 
 def run_judge(ctx: StageContext, canonical: pd.DataFrame, http_transport=None) -> dict[str, Any]:
-    """Judge the eligible answers, or record why the judge did not run; writes judge.json.
+    """Judge the eligible answers, or record why the judge did not run; writes judge.json. With
+    scenarios enabled, the transcripts of 02a_converse are judged too (scenario-judgments.json).
 
     A judge that is disabled or unreachable gives `not_run` with the reason and no scores. A
     judge with nothing eligible raises NothingEligible: the stage fails rather than pass.
     """
     config = ctx.profile["judge"]
+    scenarios_on = ctx.profile["scenarios"]["enabled"]
     if not config["enabled"]:
-        result = {"summary": not_run("judge.enabled is false in the profile", config),
-                  "models_judge": None, "records": {}}
-    elif (reason := server_reachable(settings_from(config), http_transport=http_transport)) is not None:
-        result = {"summary": not_run(reason, config), "models_judge": None, "records": {}}
+        reason = "judge.enabled is false in the profile"
     else:
-        cache = ReplyCache(Path(judge_cache_path(ctx.profile)))
-        bar, progress = judge_progress(ctx)
-        try:
-            embed = relevance_embedder(ctx, cache) if config["metrics"]["relevance"]["enabled"] else None
-            outcome = judge_table(canonical, config, cache, embed,
-                                  seed=config["sample_seed"], http_transport=http_transport,
-                                  progress=progress, on_estimate=lambda planned: announce(bar, planned),
-                                  redactor=profile_redactor(ctx.profile.values))
-        finally:
-            bar.close()
-            cache.close()
-        result = {"summary": outcome.summary, "models_judge": outcome.models_judge,
-                  "records": outcome.records}
-    ctx.write_json(JUDGE, result)
+        reason = server_reachable(settings_from(config), http_transport=http_transport)
+    if reason is not None:
+        result = {"summary": not_run(reason, config), "models_judge": None, "records": {}}
+        ctx.write_json(JUDGE, result)
+        if scenarios_on:
+            ctx.write_json(SCENARIO_JUDGMENTS, {"status": "not_run", "reason": reason})
+        return result
+    cache = ReplyCache(Path(judge_cache_path(ctx.profile)))
+    bar, progress = judge_progress(ctx)
+    embedders: list = []
+
+    def embed():
+        if not embedders:
+            embedders.append(relevance_embedder(ctx, cache))
+        return embedders[0]
+
+    try:
+        outcome = judge_table(canonical, config, cache, embed() if config["metrics"]["relevance"]["enabled"] else None,
+                              seed=config["sample_seed"], http_transport=http_transport,
+                              progress=progress, on_estimate=lambda planned: announce(bar, planned),
+                              redactor=profile_redactor(ctx.profile.values))
+        result = {"summary": outcome.summary, "models_judge": outcome.models_judge, "records": outcome.records}
+        ctx.write_json(JUDGE, result)
+        if scenarios_on:
+            scenarios, transcripts = conversation_results(ctx, http_transport)
+            relevant = any(a.kind == "relevant" for s in scenarios for a in s.assertions)
+            judged = judge_scenarios(scenarios, transcripts, config, cache, embed() if relevant else None,
+                                     http_transport, profile_redactor(ctx.profile.values), progress)
+            ctx.write_json(SCENARIO_JUDGMENTS, judged)
+            for line in judged["nothing_to_score"]:
+                print(f"nothing to score: {line}", flush=True)
+    finally:
+        bar.close()
+        cache.close()
     return result
+
+
+# ---------------------------------------------------------------- 02a_converse
+
+@dataclass
+class ConverseOutcome:
+    scenarios: list[Scenario]
+    transcripts: list
+    summary: dict[str, Any]
+
+
+def scenario_file_of(ctx: StageContext) -> tuple[Path, dict[str, Any]]:
+    """The scenario file's path, and how the report names it: relative to the project when
+    inside it (no machine's folders in a shared page), with its sha256."""
+    path = Path(resolve_path(ctx.profile["scenarios"]["path"], ctx.profile.root))
+    shown = path.relative_to(ctx.profile.root) if path.is_relative_to(ctx.profile.root) else Path(path.name)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    return path, {"path": str(PurePosixPath(shown)), "sha256": digest}
+
+
+def run_converse(ctx: StageContext, http_transport=None) -> ConverseOutcome:
+    """02a_converse: every scenario's conversations with the system under test, simulated (or,
+    with scenarios.replay_from, read back from an earlier run); writes transcripts.jsonl, each
+    line as its conversation ends, and conversations.json (the summary, with the estimate)."""
+    profile, config = ctx.profile, ctx.profile["scenarios"]
+    if not config["enabled"]:
+        raise StageError("scenarios.enabled is false in the profile: there is nothing to converse about "
+                         "(make run PARAMS=params/scenarios-local.yaml runs the example scenarios)")
+    path, scenario_file = scenario_file_of(ctx)
+    scenarios = load_scenarios(path)
+    print(f"{len(scenarios)} scenarios from {scenario_file['path']}, {config['repeats']} repeats each", flush=True)
+    if config["replay_from"] is not None:
+        source = replay_path(resolve_path(config["replay_from"], profile.root))
+        transcripts = read_transcripts(source, scenarios)
+        ctx.write_bytes(TRANSCRIPTS, "".join(line_of(t) for t in transcripts).encode("utf-8"))
+        summary = {"status": "replayed", "replayed_from": source.parent.name, "scenario_file": scenario_file,
+                   "n_scenarios": len({t.scenario_id for t in transcripts}), "n_transcripts": len(transcripts),
+                   "end_reasons": end_reason_counts(transcripts), "repeats": config["repeats"]}
+        print(f"replaying {len(transcripts)} transcripts from {source}: no conversation is simulated", flush=True)
+        ctx.write_json(CONVERSATIONS, summary)
+        return ConverseOutcome(scenarios, transcripts, summary)
+    redactor = profile_redactor(profile.values)
+    simulator_cache = ReplyCache(Path(judge_cache_path(profile)))
+    system_cache = ReplyCache(Path(generate_cache_path(profile)))
+    bar = _progress_bar(ctx, "conversing", "conversation")
+    try:
+        simulator = Simulator(profile["simulate"], simulator_cache, http_transport, redactor)
+        system = System(profile["generate"], ctx.run_id[:8], system_cache, http_transport, redactor)
+        planned = conversations(scenarios, config["repeats"], profile["simulate"]["seed"])
+        estimate = plan(planned, simulator, system, int(profile["judge"].get("repeats", 1)),
+                        profile["judge"]["enabled"], config["max_calls"])
+        print(f"before the first call: {describe_plan(estimate)}", flush=True)
+        check_scenario_budget(estimate)
+        bar.reset(total=len(planned))
+        with TranscriptWriter(ctx.artifact(TRANSCRIPTS), overwrite=ctx.interactive) as writer:
+            def done(transcript) -> None:
+                writer.write(transcript)
+                bar.set_postfix(simulator_calls=simulator.stats.calls, system_calls=system.stats.calls, refresh=False)
+                bar.update(1)
+
+            transcripts = run_conversations(planned, simulator, system, config["timeout_seconds"], done)
+    finally:
+        bar.close()
+        simulator_cache.close()
+        system_cache.close()
+    summary = summarize_conversations(transcripts, estimate, simulator, system, scenario_file, config["repeats"],
+                                      profile["simulate"]["seed"])
+    ctx.write_json(CONVERSATIONS, summary)
+    return ConverseOutcome(scenarios, transcripts, summary)
+
+
+def conversation_results(ctx: StageContext, http_transport=None):
+    """The scenarios and 02a_converse's transcripts of this folder (run on the spot in the scratch folder)."""
+    if ctx.interactive and not ctx.artifact(TRANSCRIPTS).exists():
+        outcome = run_converse(ctx, http_transport)
+        return outcome.scenarios, outcome.transcripts
+    _require(ctx, TRANSCRIPTS, "02a_converse")
+    scenarios = load_scenarios(scenario_file_of(ctx)[0])
+    return scenarios, read_transcripts(ctx.artifact(TRANSCRIPTS), scenarios)
+
+
+def scenario_results(ctx: StageContext) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """conversations.json and scenario-judgments.json of this folder; None without scenarios."""
+    if not ctx.profile["scenarios"]["enabled"] or not ctx.artifact(CONVERSATIONS).exists():
+        return None
+    judged = (ctx.read_json(SCENARIO_JUDGMENTS) if ctx.artifact(SCENARIO_JUDGMENTS).exists()
+              else {"status": "not_run", "reason": "03_judge has not run in this run folder"})
+    return ctx.read_json(CONVERSATIONS), judged
 
 
 def relevance_embedder(ctx: StageContext, cache):
@@ -454,7 +572,17 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
                 "sentence_transformer": scoring["sentence_transformer_model"]},
         canonical=canonical, scored=scored, load_counts=counts,
         k=ctx.profile["retrieval"]["k"], provenance=provenance, judge=judged, generation=generation,
-        slicing=slicing(ctx, loaded))
+        slicing=slicing(ctx, loaded), scenarios=scenarios_report(ctx))
+
+
+def scenarios_report(ctx: StageContext) -> dict[str, Any] | None:
+    """The report's scenarios section, None when this run simulated no conversation."""
+    found = scenario_results(ctx)
+    if found is None:
+        return None
+    summary, judgments = found
+    scenarios, transcripts = conversation_results(ctx)
+    return scenarios_section(scenarios, transcripts, summary, judgments)
 
 
 def slicing(ctx: StageContext, loaded: dict[str, Any]) -> dict[str, Any]:

@@ -46,7 +46,8 @@ from evalbook.load import LoadError, metadata_column_names
 from evalbook.layout import (ALL_STAGES, CONVERSE_STAGE, FAILED_MARKER, GENERATE_STAGE, HEADLINE_FILE, PROVENANCE, REPORT_STAGE, RUNNING_MARKER, existing_run, params_file,
                              report_path, run_folder, run_json)
 from evalbook.params import (ParamsError, Profile, check_input_files, is_remote, load_profile, local_outputs_root,
-                             parse_overrides, resolved_values)
+                             parse_overrides, resolve_path, resolved_values)
+from evalbook.scenarios.spec import load_scenarios
 from evalbook.provenance import run_provenance
 from evalbook.publish import tracking
 from evalbook.publish.summary import page_links, run_summary_md, write_summary
@@ -197,6 +198,14 @@ def check_slices_by(profile: Profile, overrides: dict[str, Any]) -> None:
                           "(-p slices.by=auto slices by each of them)")
 
 
+def check_scenario_file(profile: Profile) -> None:
+    """With scenarios on, the scenario file is read and checked before the run folder is written:
+    a missing field, an unknown key, max_turns <= 0 or a duplicate id is refused (ScenarioFileError,
+    exit 2) before any call, naming the scenario and the field."""
+    if profile["scenarios"]["enabled"]:
+        load_scenarios(resolve_path(profile["scenarios"]["path"], profile.root))
+
+
 def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> PlannedRun:
     """Every check a run needs before its folder is written; ParamsError (exit 2) on the first
     that fails: the profile and overrides, the local input files, the models and the BERTScore
@@ -206,6 +215,7 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
     profile = load_profile(params_path, parsed, override_root=Path.cwd())
     check_input_files(profile, parsed)
     check_slices_by(profile, parsed)
+    check_scenario_file(profile)
     models = resolve_profile_models(profile)
     values = resolved_values(profile)
     bertscore = values["models"]["bertscore"]

@@ -1,5 +1,6 @@
 """What a run asks to be started beside its stages, and stopped after them: the local model
-server for 00_generate, the service under test, and the local judge server.
+server for 00_generate (and 02a_converse's system), the simulated user's, the service under
+test, and the local judge server. One server at an address serves every role that names it.
 
 `serving` starts them in order and stops them all on leaving, last started first; the runner
 wraps a run's stages in it, and 00_generate's notebook when it runs on its own.
@@ -17,9 +18,21 @@ from evalbook.errors import EvalbookError
 from evalbook.generate.service import Service
 from evalbook.judge.install import ensure_local_stack
 from evalbook.judge.server import LocalServer
-from evalbook.layout import JUDGE_SERVER_LOG, MODEL_SERVER_LOG, SERVICE_LOG
+from evalbook.layout import JUDGE_SERVER_LOG, MODEL_SERVER_LOG, SERVICE_LOG, SIMULATOR_SERVER_LOG
 from evalbook.params import Profile
 from evalbook.processes import is_serving
+
+
+def asks_system(profile: Profile) -> bool:
+    """True when a stage of the run calls the system under test: 00_generate, or 02a_converse
+    (unless it replays earlier transcripts)."""
+    scenarios = profile["scenarios"]
+    return profile["generate"]["enabled"] or (scenarios["enabled"] and scenarios["replay_from"] is None)
+
+
+def simulates(profile: Profile) -> bool:
+    scenarios = profile["scenarios"]
+    return scenarios["enabled"] and scenarios["replay_from"] is None and profile["simulate"]["start_server"]
 
 
 def local_model_needed(profile: Profile) -> str | None:
@@ -28,7 +41,9 @@ def local_model_needed(profile: Profile) -> str | None:
     judge, generate = profile["judge"], profile["generate"]
     if judge["enabled"] and judge["start_server"] and not is_serving(judge["base_url"]):
         return f"{profile.source_path.name}'s judge starts the local judge server (judge.start_server)"
-    if generate["enabled"] and generate["start_server"]:
+    if simulates(profile) and not is_serving(profile["simulate"]["base_url"]):
+        return f"{profile.source_path.name}'s simulator starts the local model server (simulate.start_server)"
+    if asks_system(profile) and generate["start_server"]:
         served = generate["openai"] if generate["kind"] == "openai" else judge
         if not is_serving(served["base_url"]):
             return f"{profile.source_path.name}'s generate section starts the local model server (generate.start_server)"
@@ -60,10 +75,20 @@ def start_generation_server(profile, run_dir: Path, log: TextIO):
     itself, as the example service does), where the local judge is served, `judge.base_url` and
     `judge.model`, so that one server answers both. None when not needed or already running."""
     generate = profile["generate"]
-    if not (generate["enabled"] and generate["start_server"]):
+    if not (asks_system(profile) and generate["start_server"]):
         return None
     served = generate["openai"] if generate["kind"] == "openai" else profile["judge"]
     return start_local_model(served["base_url"], served["model"], run_dir / MODEL_SERVER_LOG, "model", log)
+
+
+def start_simulator_server(profile, run_dir: Path, log: TextIO):
+    """Start the local llama.cpp server for the simulated user when `simulate.start_server` asks
+    for it; None when not needed or when a server already answers there (the model server
+    started for the system, say, at the same address)."""
+    if not simulates(profile):
+        return None
+    simulate = profile["simulate"]
+    return start_local_model(simulate["base_url"], simulate["model"], run_dir / SIMULATOR_SERVER_LOG, "simulator", log)
 
 
 def start_local_model(base_url: str, alias: str, log_path: Path, role: str, log: TextIO):
@@ -88,7 +113,7 @@ def start_service(profile: Profile, run_dir: Path, log: TextIO):
     """Start `generate.service`, the system under test, and wait until it is ready; None when
     the profile names none."""
     generate = profile["generate"]
-    if not (generate["enabled"] and generate["service"]):
+    if not (asks_system(profile) and generate["service"]):
         return None
     service = Service(generate["service"], profile.root, run_dir / SERVICE_LOG)
     print(f"[evalbook] starting the service under test at {service.address}", file=log, flush=True)
@@ -105,6 +130,7 @@ class StartFailed(EvalbookError, RuntimeError):
 
 
 STARTS = (("model server start", "the local model server did not start", start_generation_server),
+          ("simulator server start", "the local simulator server did not start", start_simulator_server),
           ("service start", "the service under test did not start", start_service),
           ("judge server start", "the local judge server did not start", start_judge_server))
 
@@ -117,7 +143,7 @@ def serving(profile: Profile, folder: Path, log: TextIO, judge: bool = True,
     started first. `on_start(name)` is told each start before it begins. A start that fails
     raises StartFailed after stopping what had started."""
     with ExitStack() as started:
-        for name, failure, start in STARTS if judge else STARTS[:2]:
+        for name, failure, start in STARTS if judge else STARTS[:3]:
             if on_start is not None:
                 on_start(name)
             try:

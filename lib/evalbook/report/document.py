@@ -19,7 +19,7 @@ from evalbook.report.slices import SliceSettings, report_slices
 from evalbook.stats import BOOTSTRAP, PERCENTILE_METHOD, mean_interval, rate, summarize
 from evalbook.validation import ReportError, validate_report
 
-SCHEMA_VERSION = "1.10"
+SCHEMA_VERSION = "1.11"
 INTERVAL_METHOD = (
     "percentile bootstrap of the mean over the examples with a value: numpy.random.default_rng(seed) "
     "draws `resamples` resamples of n indices with replacement; the interval is the (1 - confidence) / 2 "
@@ -113,7 +113,8 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
                  load_counts: dict[str, Any], k: int, provenance: dict[str, Any],
                  judge: dict[str, Any] | None = None,
                  generation: dict[str, Any] | None = None,
-                 slicing: dict[str, Any] | None = None) -> dict[str, Any]:
+                 slicing: dict[str, Any] | None = None,
+                 scenarios: dict[str, Any] | None = None) -> dict[str, Any]:
     """Assemble the report; `timestamp` must be timezone-aware UTC.
 
     `judge` is 03_judge's result ({summary, models_judge, records}); without it the report
@@ -121,6 +122,8 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
     were read from a file. `slicing` says how the run is sliced (evalbook.report.slices):
     `metadata_types` (01_load's), the profile's `by` and `min_n`, and 02_score's `topics`
     record (None when topics are off); without it the report has no slices (`slices` null).
+    `scenarios` is the scenarios section (evalbook.scenarios.report), None when the run
+    simulated no conversation.
     """
     if timestamp.utcoffset() is None or timestamp.utcoffset().total_seconds() != 0:
         raise ReportError("the report timestamp must be timezone-aware UTC")
@@ -162,6 +165,7 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
         "generation_summary": generation,
         "intervals": intervals(examples, judge["summary"]["metrics"]),
         "slices": slices,
+        "scenarios": scenarios,
         "examples": examples,
         "provenance": {**provenance, "percentile_method": PERCENTILE_METHOD},
     }

@@ -598,7 +598,43 @@ def _retrieval_gap(report: dict[str, Any]) -> str | None:
     return "no example has retrieval data (retrieved ids or contexts)"
 
 
+def _conversations_gap(report: dict[str, Any], **_) -> str | None:
+    section = report.get("scenarios")
+    if section is None:
+        return "this run simulated no conversation (scenarios.enabled is false)"
+    return None if section["n_transcripts"] else "no conversation was held"
+
+
+def conversation_endings(report: dict[str, Any]) -> Figure | None:
+    """Bars of how the run's conversations ended, every end reason drawn (0 included), the
+    ones that are failures of a side (timeout, system error, simulator error) hatched."""
+    if _conversations_gap(report) is not None:
+        return None
+    section = report["scenarios"]
+    reasons = list(section["end_reasons"])
+    counts = [section["end_reasons"][reason] for reason in reasons]
+    failures = {"timeout", "system_error", "simulator_error"}
+    fig, ax = new_figure(figsize=(7.5, 4.0))
+    bars = ax.barh([r.replace("_", " ") for r in reasons], counts, color="0.55",
+                   hatch=None, gid="bars:end reasons")
+    for bar, reason in zip(bars, reasons):
+        if reason in failures:
+            bar.set_hatch("//")
+            bar.set_facecolor("white")
+            bar.set_edgecolor("0.3")
+    ax.bar_label(bars, padding=2, fontsize="small")
+    ax.invert_yaxis()
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.margins(x=0.12)
+    ax.set(xlabel="conversations", ylabel="")
+    ax.set_title(f"How the conversations ended (n = {section['n_transcripts']}, "
+                 f"{section['n_scenarios']} scenarios × {section['repeats']})")
+    _note(fig, ["hatched: a side failed (timeout, system error, simulator error); recorded, never dropped"])
+    return fig
+
+
 _GAPS: dict[str, Callable[..., str | None]] = {
+    "conversation_endings": _conversations_gap,
     "similarity_distributions": _similarity_gap,
     "f1_vs_cosine": lambda report, **_: _f1_cosine_gap(report),
     "groundedness_vs_relevance": _judge_pair_gap,

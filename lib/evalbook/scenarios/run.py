@@ -128,14 +128,19 @@ def run_conversations(planned: Sequence[Conversation], simulator: Simulator, sys
     return transcripts
 
 
+def end_reason_counts(transcripts: Sequence[Transcript]) -> dict[str, int]:
+    """How many conversations ended each way, every reason listed (0 included), in END_REASONS' order."""
+    ends = Counter(t.end_reason for t in transcripts)
+    return {reason: ends.get(reason, 0) for reason in END_REASONS}
+
+
 def summarize_conversations(transcripts: Sequence[Transcript], planned: dict[str, Any], simulator: Simulator,
                             system: System, scenario_file: dict[str, Any], repeats: int,
                             run_seed: int) -> dict[str, Any]:
-    ends = Counter(t.end_reason for t in transcripts)
     return {
         "status": "ran", "scenario_file": scenario_file, "repeats": repeats, "seed": run_seed,
         "n_scenarios": len({t.scenario_id for t in transcripts}), "n_transcripts": len(transcripts),
-        "end_reasons": {reason: ends.get(reason, 0) for reason in END_REASONS},
+        "end_reasons": end_reason_counts(transcripts),
         "simulator": {**simulator.describe(), "calls": simulator.stats.calls,
                       "cache_hits": simulator.stats.cache_hits, "retries": simulator.stats.retries,
                       "prompt_tokens": simulator.stats.prompt_tokens,
