@@ -156,6 +156,7 @@ def make_report(scores: dict[str, float | None], *, tag: str = "base", retrieval
         "judge_summary": judge_summary,
         "generation_summary": None,
         "slices": None,
+        "scenarios": None,
         "examples": examples,
         "provenance": {"git_commit": None, "params_hash": "sha256:" + "0" * 64,
                        "params_profile": {"path": "params/default.yaml", "name": "default", "version": 1,

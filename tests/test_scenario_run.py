@@ -2,7 +2,8 @@
 through the real judge and generate clients over real HTTP: one server plays both the
 simulated user (model "sim") and the system under test (model "system"), each scenario's goal
 naming the script the simulator follows. The estimate, the cache (a rerun is byte-identical and
-makes no call), every end reason, the seeds, the budget, and the http kind's session ids."""
+makes no call), every end reason, the seeds, the budget, and the http kind's session ids. The
+scripts are tests/scenarioscript.py's."""
 
 from __future__ import annotations
 
@@ -23,34 +24,9 @@ from evalbook.scenarios.sides import Simulator, System
 from evalbook.scenarios.simulator import derived_seed
 from evalbook.scenarios.spec import parse_scenarios
 from faultserver import FaultServer
+from scenarioscript import scripted
 
 ROOT = Path(__file__).resolve().parents[1]
-GOAL = re.compile(r"<<<GOAL\n(.*?)\nGOAL>>>", re.DOTALL)
-
-
-def simulated_user(prompt: str) -> str:
-    """The scripted simulator: its goal reads `<script> <n>`; n counts the assistant's turns."""
-    script, _, number = GOAL.search(prompt).group(1).strip().partition(" ")
-    conversation = prompt.split("<<<CONVERSATION", 1)[1].split("CONVERSATION>>>", 1)[0]
-    replies = conversation.count("\nASSISTANT: ")
-    if script == "end-at" and replies >= int(number):
-        return json.dumps({"message": "Thanks, that is all.", "done": True, "reason": "goal_met"})
-    if script == "give-up":
-        return json.dumps({"message": "", "done": True, "reason": "gave_up"})
-    if script == "goodbye":
-        return json.dumps({"message": "Thanks, goodbye!", "done": False, "reason": "continuing"})
-    if script == "broken":
-        return "Sure! Here is my next message: where does glass go?" + " padding" * 40
-    return json.dumps({"message": f"And question number {replies + 1}?", "done": False, "reason": "continuing"})
-
-
-def scripted(body: dict) -> str:
-    if body["model"] == "sim":
-        return simulated_user(body["messages"][-1]["content"])
-    users = [m for m in body["messages"] if m["role"] == "user"]
-    return f"Answer {len(users)} to: {users[-1]['content']}"
-
-
 def scenario(sid: str, goal: str, max_turns: int = 3, **more) -> dict:
     return {"id": sid, "goal": goal, "persona": "a scripted user", "first_speaker": "user",
             "max_turns": max_turns, "criteria": ["the assistant answers"], **more}

@@ -69,11 +69,15 @@ folder is spelled in `layout` alone. From the top:
     mapping, client       JMESPath response mapping; the calls            generate-cache.sqlite
     stage, display        every row accounted for; what 00 shows
     service               the service under test as a child process        service.log
-- scenarios/            simulated conversations (issue 38, in progress: no notebook yet)
-    spec                  the scenario file, checked against scenarios-v1.json
+- scenarios/            02a_converse: simulated conversations, judged      transcripts.jsonl,
+                        in 03_judge                                       conversations.json,
+    spec                  the scenario file, checked against scenarios-v1.json  scenario-judgments.json
     simulator             the simulated user's JSON reply, seeds, loops; its prompt
     conversation          one conversation and why it ended
-    outcomes              pass rates over repeats: Wilson interval, pass^k, pass@k
+    sides, run            both sides on the wire; the plan, budget and run
+    transcripts           transcripts.jsonl written as each ends, replayed
+    judging, outcomes     the judge's code on transcripts; pass rates over repeats: Wilson, pass^k, pass@k
+    report, display       the report's scenarios section; what 02a and 04 show
 - load                  the evaluation set and answers, validated, joined canonical.parquet, load.json
 - judge/                03_judge: client, the metric protocol, one        judge.json
                         module per judged metric, the local llama.cpp

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from evalbook.errors import UnusableInput
+from evalbook.layout import TRANSCRIPTS
 from evalbook.scenarios.conversation import END_REASONS, Transcript
 from evalbook.scenarios.spec import Scenario
 
-FILE = "transcripts.jsonl"
 FIELDS = ("scenario_id", "repeat", "seed", "turns", "end_reason", "end_detail", "simulator_calls", "system_calls")
 
 
@@ -54,7 +54,7 @@ class TranscriptWriter:
 def replay_path(value: str) -> Path:
     """The transcripts file `value` names: the file itself, or the run folder that holds one."""
     path = Path(value)
-    return path / FILE if path.is_dir() else path
+    return path / TRANSCRIPTS if path.is_dir() else path
 
 
 def read_transcripts(path: Path, scenarios: Sequence[Scenario]) -> list[Transcript]:
