@@ -10,6 +10,8 @@ resumes it from the cache."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import httpx
 import pytest
 import yaml
 
+from evalbook.__main__ import main
 from evalbook.pipeline import open_stage, run_converse
 from evalbook.report.document import validate_report
 from evalbook.runner import run_pipeline
@@ -38,6 +41,13 @@ SCENARIOS = {"version": 1, "scenarios": [
 ]}
 
 
+class Replayed:
+    """The replay command's run, from the report path it prints last."""
+
+    def __init__(self, report_path: Path):
+        self.report_path, self.run_dir = report_path, report_path.with_suffix("")
+
+
 def by_model(server: FaultServer) -> dict[str, int]:
     counts: dict[str, int] = {}
     for body in list(server.bodies):
@@ -53,6 +63,8 @@ def setup(tmp_path_factory):
         profile = {
             "extends": str(ROOT / "params" / "scenarios-local.yaml"), "version": 1, "name": "scenarios-scripted",
             "outputs_root": str(folder / "outputs"), "limit": 2,
+            "input_path": str(ROOT / "data" / "sample" / "examples.jsonl"),
+            "predictions_path": str(ROOT / "data" / "sample" / "predictions.jsonl"),
             "judge": {"base_url": server.base_url, "model": "judge", "start_server": False, "sample_size": 1,
                       "max_retries": 0, "metrics": {"relevance": {"enabled": False}}},
             "simulate": {"base_url": server.base_url, "model": "sim", "start_server": False,
@@ -70,7 +82,10 @@ def setup(tmp_path_factory):
         after_first = by_model(server)
         second = run_pipeline(str(path))
         after_second = by_model(server)
-        replayed = run_pipeline(str(path), [f"scenarios.replay_from={first.run_dir}"])
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):  # the replay command, by the first run's id prefix
+            assert main(["replay", first.run_id[:8], "--params", str(path)]) == 0
+        replayed = Replayed(Path(printed.getvalue().strip().splitlines()[-1]))
         after_replay = by_model(server)
         yield {"path": path, "server": server, "first": first, "second": second, "replayed": replayed,
                "calls": (after_first, after_second, after_replay)}

@@ -1,8 +1,10 @@
-"""Command line: `python -m evalbook run|compare|calibrate|diff|trend ...`.
+"""Command line: `python -m evalbook run|replay|compare|calibrate|diff|trend ...`.
 
 - `run --params <file> [-p key=value ...]`: the last line on stdout is the report's location
   (its absolute path, or its s3:// URL when the outputs root is on S3); the line before it,
   `summary: <path>`, names the run's summary.md (as does compare's, for the comparison's).
+- `replay <run id|folder> --params <file> [-p key=value ...]`: a new run whose 02a_converse judges
+  that run's transcripts again (scenarios.replay_from) instead of simulating; output as `run`'s.
 - `compare [--baseline <run id|report>] [--candidate <...>] [--fail-on '<metric><<tolerance>' ...]`:
   runs 05_compare; the last line on stdout is the comparison JSON's location. Without runs, the
   two latest successful runs. Each --fail-on rule's outcome is printed before it (`gate failed: ...`).
@@ -54,6 +56,19 @@ def _run(args: argparse.Namespace) -> int:
     print(f"summary: {result.summary}")
     print(result.report_location)
     return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """A new run of the profile whose 02a_converse reads the named run's transcripts instead of
+    simulating: the same conversations judged again (by the profile's judge, which may differ)."""
+    # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
+    from evalbook.params import load_profile, local_outputs_root, parse_overrides
+    from evalbook.runs import find_run_folder
+
+    profile = load_profile(args.params, parse_overrides(args.overrides), override_root=Path.cwd())
+    folder = find_run_folder(local_outputs_root(profile), args.run)
+    args.overrides = [*args.overrides, "scenarios.enabled=true", f"scenarios.replay_from={folder}"]
+    return _run(args)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -145,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--params", required=True, help="params profile, e.g. params/default.yaml")
     _add_overrides(run)
     run.set_defaults(handler=_run)
+
+    replay = commands.add_parser("replay", help="judge an earlier run's scenario transcripts again, without simulating")
+    replay.add_argument("run", help="the run whose transcripts.jsonl to judge: its id, its first 8+ characters, or its folder")
+    replay.add_argument("--params", required=True, help="the profile to run with, e.g. params/scenarios-local.yaml")
+    _add_overrides(replay)
+    replay.set_defaults(handler=_replay)
 
     compare = commands.add_parser("compare", help="compare two runs with 05_compare (a report; a gate only with --fail-on)")
     compare.add_argument("--params", default="params/default.yaml",

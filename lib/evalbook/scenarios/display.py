@@ -91,7 +91,7 @@ def spread_table(section: dict[str, Any]) -> pd.DataFrame:
         spread = scenario["outcomes"]["criteria_score_spread"]
         rows.append({"scenario": scenario["id"], "repeats scored": spread["n_scored"],
                      "lowest": spread["min"], "highest": spread["max"], "std": spread["std"]})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["scenario", "repeats scored", "lowest", "highest", "std"]).set_index("scenario")
 
 
 def _cited_turn(rationale: str, turns: list[dict[str, str]]) -> int | None:
