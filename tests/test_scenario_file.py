@@ -120,3 +120,24 @@ def test_the_shipped_example_scenarios_are_valid_and_hold_a_refusal_case():
     assert len(scenarios) == 3 and len({s.id for s in scenarios}) == 3
     refusal_case = next(s for s in scenarios if s.id.endswith("refused"))
     assert refusal_case.first_speaker == "assistant" and "no information" in refusal_case.assertions[0].ground_truth
+
+
+def test_a_run_with_a_bad_scenario_file_exits_2_before_its_folder_is_written(tmp_path, capsys):
+    from evalbook.__main__ import main
+    from paths import ROOT
+
+    (tmp_path / "scenarios.yaml").write_text(textwrap.dedent("""\
+        version: 1
+        scenarios:
+          - {id: a, goal: g, persona: p, first_speaker: user, max_turns: 0, criteria: [c]}
+          - {id: a, goal: g, persona: p, first_speaker: user, max_turns: 2, criteria: [c], colour: red}
+        """), "utf-8")
+    outputs = tmp_path / "outputs"
+    code = main(["run", "--params", str(ROOT / "params" / "scenarios-local.yaml"), "-p", f"outputs_root={outputs}",
+                 "-p", f"scenarios.path={tmp_path / 'scenarios.yaml'}", "-p", "judge.start_server=false",
+                 "-p", "simulate.start_server=false", "-p", "generate.start_server=false"])
+    error = capsys.readouterr().err
+    assert code == 2
+    assert "2 problem(s); nothing was sim" in error
+    assert "scenario 1 ('a'): field 'max_turns'" in error and "scenario 2 ('a')" in error and "'colour'" in error
+    assert not outputs.exists() or not list(outputs.rglob("params.yaml"))

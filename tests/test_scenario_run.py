@@ -238,3 +238,15 @@ def test_simulator_bound_counts_a_written_opening(tmp_path):
         scenario("a", "x", max_turns=3), scenario("b", "x", max_turns=3, opening="Hi"),
         scenario("c", "x", max_turns=3, first_speaker="assistant", opening="Hello"))
     assert [simulator_bound(s) for s in (asks, opens, greets)] == [3, 2, 3]
+
+
+def test_a_broken_reply_that_echoes_the_simulator_s_key_is_shown_redacted(tmp_path, monkeypatch):
+    secret = "sk-simulator-0123456789abcdef"
+    monkeypatch.setenv("SIM_KEY", secret)
+    with FaultServer(reply=lambda body: f"oops, my key is {secret}; no JSON here") as server:
+        run = Run(tmp_path, server.base_url, server.base_url)
+        run.simulator = Simulator({**simulate_config(server.base_url), "api_key_env": "SIM_KEY"}, run.cache)
+        [transcript] = run.run(conversations(scenarios_of(scenario("s", "never 0")), 1, 0))
+        assert server.authorizations == {f"Bearer {secret}"}
+    assert transcript.end_reason == "simulator_error"
+    assert secret not in transcript.end_detail and "[redacted]" in transcript.end_detail
