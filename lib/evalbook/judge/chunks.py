@@ -1,0 +1,122 @@
+"""Retrieval judged chunk by chunk: the judge's verdict on each retrieved chunk, and the context
+metrics computed from those verdicts (issue 39, part 1: the reply and the math; the stage, the
+registry entries and the report come next).
+
+The judge reads one chunk at a time against the question and replies `{verdict, reason, quote}`
+(CHUNK_SCHEMA), `verdict` one of relevant, partial, irrelevant, `quote` the passage of the
+chunk it rests on. The reply is read by `read_chunk_verdict`:
+- a reply that does not parse or does not match the schema is `invalid`, with the reason; it is
+  counted, never mapped to a verdict (a peer maps it to "irrelevant", which lowers a score on
+  the judge's failure);
+- a relevant or partial verdict whose quote is not in the chunk word for word (whitespace runs
+  aside) is `unsupported`: the judge claimed a passage the chunk does not hold. An irrelevant
+  verdict needs no quote.
+
+The metrics, over one question's chunks in rank order, count only `relevant` as relevant
+(partial is reported beside them, not half-counted), and are exact: sums of fractions
+(`fractions.Fraction`), turned into a float once, so that a perfect ranking scores 1.0, not
+0.9999999999, and no epsilon hides a zero.
+- context relevance: relevant chunks / judged chunks;
+- context precision: average precision over the ranks, the mean of precision@k at each rank k
+  that holds a relevant chunk; a question with no relevant chunk scores 0 (and is counted);
+- context recall: the reference answer's claims (split as groundedness splits answers) that at
+  least one retrieved chunk supports, over all claims; nothing retrieved scores 0.
+A chunk whose verdict is invalid or unsupported leaves its question unscored on relevance and
+precision (its rank cannot be told), with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Sequence
+
+from evalbook.judge.parsing import Unparsed, read_reply
+
+VERDICTS = ("relevant", "partial", "irrelevant")
+CHUNK_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["verdict", "reason", "quote"],
+    "properties": {"verdict": {"enum": list(VERDICTS)}, "reason": {"type": "string"},
+                   "quote": {"type": ["string", "null"]}},  # null: no passage (an irrelevant chunk)
+}
+SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class ChunkVerdict:
+    verdict: str  # one of VERDICTS, or invalid, or unsupported
+    reason: str | None = None  # the judge's, or why the reply could not be used
+    quote: str | None = None
+    claimed: str | None = None  # an unsupported reply's verdict, as the judge gave it
+
+
+def _words(text: str) -> str:
+    return SPACES.sub(" ", text).strip()
+
+
+def quote_in_chunk(quote: str | None, chunk: str) -> bool:
+    """The quote occurs in the chunk word for word; runs of whitespace count as one space."""
+    wanted = _words(quote or "")
+    return bool(wanted) and wanted in _words(chunk)
+
+
+def read_chunk_verdict(text: str | None, chunk: str, finish_reason: str | None = None) -> ChunkVerdict:
+    try:
+        value = read_reply(text, CHUNK_SCHEMA, finish_reason).value
+    except Unparsed as failure:
+        return ChunkVerdict("invalid", failure.reason)
+    verdict, reason, quote = value["verdict"], value["reason"], value["quote"]
+    if verdict != "irrelevant" and not quote_in_chunk(quote, chunk):
+        return ChunkVerdict("unsupported", "the quote is not in the chunk word for word", quote, claimed=verdict)
+    return ChunkVerdict(verdict, reason, quote)
+
+
+def average_precision(relevant: Sequence[bool]) -> float:
+    """Average precision of a ranking given each rank's relevance (rank 1 first), exact; 0 when
+    no chunk is relevant. [0, 0, 1, 1, 0] gives (1/3 + 2/4) / 2 = 5/12."""
+    hits, total = 0, Fraction(0)
+    for rank, is_relevant in enumerate(relevant, 1):
+        if is_relevant:
+            hits += 1
+            total += Fraction(hits, rank)
+    return float(total / hits) if hits else 0.0
+
+
+@dataclass(frozen=True)
+class ContextScores:
+    relevance: float | None
+    precision: float | None
+    n_chunks: int
+    n_relevant: int
+    n_partial: int
+    n_invalid: int
+    n_unsupported: int
+    unscored_reason: str | None = None
+
+
+def context_scores(verdicts: Sequence[ChunkVerdict]) -> ContextScores:
+    """Context relevance and precision of one question's chunks, in rank order."""
+    counts = {kind: sum(v.verdict == kind for v in verdicts) for kind in (*VERDICTS, "invalid", "unsupported")}
+    common = {"n_chunks": len(verdicts), "n_relevant": counts["relevant"], "n_partial": counts["partial"],
+              "n_invalid": counts["invalid"], "n_unsupported": counts["unsupported"]}
+    if not verdicts:
+        return ContextScores(None, None, **common, unscored_reason="no chunk was retrieved")
+    unusable = counts["invalid"] + counts["unsupported"]
+    if unusable:
+        return ContextScores(None, None, **common,
+                             unscored_reason=f"{unusable} of {len(verdicts)} chunk verdicts are invalid or unsupported")
+    relevant = [v.verdict == "relevant" for v in verdicts]
+    return ContextScores(float(Fraction(sum(relevant), len(relevant))), average_precision(relevant), **common)
+
+
+def context_recall(claim_support: Sequence[Sequence[int]], n_chunks: int) -> float | None:
+    """The share of the reference's claims that a retrieved chunk supports: each claim with the
+    (0-based) indices of the chunks the judge says support it; an index outside the retrieved
+    chunks supports nothing. Nothing retrieved: 0. No claim: None (nothing to recall)."""
+    if not claim_support:
+        return None
+    if n_chunks == 0:
+        return 0.0
+    supported = sum(any(0 <= index < n_chunks for index in indices) for indices in claim_support)
+    return float(Fraction(supported, len(claim_support)))

@@ -1,0 +1,57 @@
+"""Chunk verdicts and the context metrics' exact math (evalbook.judge.chunks)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evalbook.judge.chunks import (ChunkVerdict, average_precision, context_recall, context_scores,
+                                   read_chunk_verdict)
+
+CHUNK = "The teal bin is emptied every second Tuesday.\nGlass goes to a bottle bank."
+
+
+def reply(verdict: str, quote: str | None = None, reason: str = "the chunk says so") -> str:
+    return json.dumps({"verdict": verdict, "reason": reason, "quote": quote})
+
+
+def test_average_precision_of_0_0_1_1_0_is_5_12_exactly():
+    assert abs(average_precision([False, False, True, True, False]) - 0.4166666666666667) < 1e-12
+    assert average_precision([False, False, True, True, False]) == 5 / 12
+
+
+def test_a_perfect_ranking_is_exactly_1_and_no_relevant_chunk_is_0():
+    assert average_precision([True, True, True]) == 1.0
+    assert average_precision([False, False]) == 0.0
+    assert average_precision([]) == 0.0
+
+
+def test_a_reply_that_is_not_json_is_invalid_and_counted_never_a_verdict():
+    verdict = read_chunk_verdict("yes.", CHUNK)
+    assert verdict.verdict == "invalid" and "no JSON object" in verdict.reason
+    scores = context_scores([verdict, read_chunk_verdict(reply("irrelevant"), CHUNK)])
+    assert (scores.relevance, scores.precision, scores.n_invalid) == (None, None, 1)
+    assert "1 of 2 chunk verdicts are invalid or unsupported" in scores.unscored_reason
+
+
+def test_a_quote_not_in_the_chunk_is_unsupported_and_whitespace_runs_do_not_matter():
+    assert read_chunk_verdict(reply("relevant", "emptied   every second\nTuesday"), CHUNK).verdict == "relevant"
+    moved = read_chunk_verdict(reply("relevant", "emptied every Tuesday"), CHUNK)
+    assert (moved.verdict, moved.claimed) == ("unsupported", "relevant")
+    assert read_chunk_verdict(reply("partial"), CHUNK).verdict == "unsupported"
+    assert read_chunk_verdict(reply("irrelevant"), CHUNK).verdict == "irrelevant"
+
+
+def test_context_relevance_counts_only_relevant_and_reports_partial_beside_it():
+    verdicts = [ChunkVerdict(v) for v in ("irrelevant", "partial", "relevant", "relevant", "irrelevant")]
+    scores = context_scores(verdicts)
+    assert (scores.relevance, scores.n_partial, scores.n_relevant) == (0.4, 1, 2)
+    assert scores.precision == average_precision([False, False, True, True, False])
+    assert context_scores([]).unscored_reason == "no chunk was retrieved"
+
+
+@pytest.mark.parametrize("support, n_chunks, expected", [
+    ([[0], [], [2, 4]], 5, 2 / 3), ([[0], [1]], 0, 0.0), ([], 3, None), ([[7]], 3, 0.0), ([[1], [0, 1]], 2, 1.0)])
+def test_context_recall_is_the_share_of_claims_a_retrieved_chunk_supports(support, n_chunks, expected):
+    assert context_recall(support, n_chunks) == expected
