@@ -27,12 +27,15 @@ precision (its rank cannot be told), with the reason.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Sequence
 
+from evalbook.judge.client import JudgeRequest, JudgeSettings
 from evalbook.judge.parsing import Unparsed, read_reply
+from evalbook.prompts import PromptTemplate, load_template
 
 VERDICTS = ("relevant", "partial", "irrelevant")
 CHUNK_SCHEMA: dict[str, Any] = {
@@ -41,6 +44,33 @@ CHUNK_SCHEMA: dict[str, Any] = {
                    "quote": {"type": ["string", "null"]}},  # null: no passage (an irrelevant chunk)
 }
 SPACES = re.compile(r"\s+")
+NAME = "chunk_relevance"
+METRIC_VERSION = 1
+PROMPT = ("chunk-relevance", 1)  # judge/prompts/chunk-relevance-v1.txt
+
+
+def chunk_template() -> PromptTemplate:
+    return load_template(*PROMPT)
+
+
+def chunk_requests(example_id: str, question: str, chunks: Sequence[str], settings: JudgeSettings,
+                   template: PromptTemplate, repeats: int = 1) -> list[JudgeRequest]:
+    """One request per retrieved chunk (and repeat), in rank order; `example_id` carries the rank,
+    `<id>#chunk<rank>` (from 1). The cache key holds the metric, its version, the template's
+    sha256, the judge's model, URL and sampling, and the prompt (the question and the chunk),
+    so the same chunk retrieved for the same question is judged once."""
+    key_parts = {"model": settings.model, "base_url": settings.base_url, "template_sha256": template.sha256,
+                 "sampling": settings.sampling(), "metric": NAME, "metric_version": METRIC_VERSION}
+    requests = []
+    for rank, chunk in enumerate(chunks, 1):
+        prompt = template.render(question=question, chunk=chunk,
+                                 json_instructions=settings.structured_output == "json_instructions",
+                                 reply_schema=json.dumps(CHUNK_SCHEMA))
+        for repeat in range(repeats):
+            parts = {**key_parts, "repeat": repeat} if repeat else key_parts
+            requests.append(JudgeRequest(metric=NAME, example_id=f"{example_id}#chunk{rank}", prompt=prompt,
+                                         schema=CHUNK_SCHEMA, key_parts=parts, repeat=repeat))
+    return requests
 
 
 @dataclass(frozen=True)
