@@ -49,6 +49,39 @@ METRIC_VERSION = 1
 PROMPT = ("chunk-relevance", 1)  # judge/prompts/chunk-relevance-v1.txt
 
 
+RECALL = "context_recall"
+RECALL_PROMPT = ("context-recall", 1)  # judge/prompts/context-recall-v1.txt
+
+
+def recall_schema(n_chunks: int) -> dict[str, Any]:
+    """The recall reply: each claim of the reference with the passages (1 to n) that support it."""
+    return {"type": "object", "additionalProperties": False, "required": ["claims"],
+            "properties": {"claims": {"type": "array", "items": {
+                "type": "object", "additionalProperties": False, "required": ["claim", "passages"],
+                "properties": {"claim": {"type": "string"},
+                               "passages": {"type": "array", "uniqueItems": True,
+                                            "items": {"type": "integer", "minimum": 1, "maximum": max(n_chunks, 1)}}}}}}}
+
+
+def recall_request(example_id: str, reference: str, chunks: Sequence[str], settings: JudgeSettings,
+                   template: PromptTemplate, repeat: int = 0) -> JudgeRequest:
+    schema = recall_schema(len(chunks))
+    prompt = template.render(reference=reference, chunks=list(chunks),
+                             json_instructions=settings.structured_output == "json_instructions",
+                             reply_schema=json.dumps(schema))
+    parts = {"model": settings.model, "base_url": settings.base_url, "template_sha256": template.sha256,
+             "sampling": settings.sampling(), "metric": RECALL, "metric_version": METRIC_VERSION}
+    return JudgeRequest(metric=RECALL, example_id=example_id, prompt=prompt, schema=schema,
+                        key_parts={**parts, "repeat": repeat} if repeat else parts, repeat=repeat)
+
+
+def read_recall(text: str | None, n_chunks: int, finish_reason: str | None = None):
+    """(the recall, each claim with its 0-based chunk indices), or Unparsed."""
+    value = read_reply(text, recall_schema(n_chunks), finish_reason).value
+    claims = [{"claim": c["claim"], "chunks": [p - 1 for p in c["passages"]]} for c in value["claims"]]
+    return context_recall([c["chunks"] for c in claims], n_chunks), claims
+
+
 def chunk_template() -> PromptTemplate:
     return load_template(*PROMPT)
 
