@@ -1,0 +1,141 @@
+"""Pairwise A/B judging: which of two runs' answers to the same question is better, judged in
+both orders (issue 39, part 4: the requests, the verdicts and the numbers; the compare command
+and the page come next).
+
+Each question's two answers are shown to the judge twice, under the neutral labels ANSWER 1 and
+ANSWER 2: once with the baseline's answer (A) first (`ab`), once with the candidate's (B) first
+(`ba`). The judge reasons, then gives a verdict in {1, 2, tie} (PAIR_SCHEMA). The two verdicts,
+mapped back to A and B, give the pair's outcome:
+- both for the same side: that side wins; both tie: a tie;
+- otherwise `inconsistent` (one order for A, the other for B; or one tie and one win): the
+  slot moved the verdict. It counts as a tie in the win rate and is reported apart;
+- a reply that does not parse makes the pair `invalid`: counted, never scored.
+
+The numbers (`pairwise_summary`):
+- B's win rate over A: wins 1, ties and inconsistent pairs 0.5, losses 0, averaged over the
+  valid pairs, with its percentile bootstrap interval (evalbook.stats);
+- a two-sided sign test over the decisive pairs only (B wins against A wins; scipy's binomtest);
+- position bias: the share of consistent pairs, and the rate at which the first slot won among
+  the decisive single verdicts, with its Wilson interval and a binomial test against 0.5. A
+  judge that always picks the first slot has 0 consistent pairs and a first-slot rate of 1.
+With `judge.repeats` r, `pair_requests` asks each order r times, each repeat its own cache
+entry; combining the repeats and showing their agreement is not built yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from scipy.stats import binomtest
+
+from evalbook.judge.client import JudgeRequest, JudgeSettings
+from evalbook.judge.parsing import Unparsed, read_reply
+from evalbook.prompts import PromptTemplate, load_template
+from evalbook.stats import BOOTSTRAP, bootstrap_mean_ci
+
+NAME = "pairwise"
+METRIC_VERSION = 1
+PROMPT = ("pairwise", 1)  # judge/prompts/pairwise-v1.txt
+PAIR_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["reasoning", "verdict"],
+    "properties": {"reasoning": {"type": "string"}, "verdict": {"enum": ["1", "2", "tie"]}},
+}
+ORDERS = ("ab", "ba")  # ab: the baseline's answer in slot 1
+OUTCOMES = ("A", "B", "tie", "inconsistent", "invalid")
+POINTS = {"B": 1.0, "tie": 0.5, "inconsistent": 0.5, "A": 0.0}
+
+
+def pair_template() -> PromptTemplate:
+    return load_template(*PROMPT)
+
+
+def pair_requests(example_id: str, question: str, answer_a: str, answer_b: str, settings: JudgeSettings,
+                  template: PromptTemplate, repeats: int = 1) -> list[JudgeRequest]:
+    """2 x `repeats` requests for one question: `<id>#ab` and `<id>#ba`, each repeat its own cache entry."""
+    parts = {"model": settings.model, "base_url": settings.base_url, "template_sha256": template.sha256,
+             "sampling": settings.sampling(), "metric": NAME, "metric_version": METRIC_VERSION}
+    requests = []
+    for order in ORDERS:
+        first, second = (answer_a, answer_b) if order == "ab" else (answer_b, answer_a)
+        prompt = template.render(question=question, first=first, second=second,
+                                 json_instructions=settings.structured_output == "json_instructions",
+                                 reply_schema=json.dumps(PAIR_SCHEMA))
+        for repeat in range(repeats):
+            key = {**parts, "repeat": repeat} if repeat else parts
+            requests.append(JudgeRequest(metric=NAME, example_id=f"{example_id}#{order}", prompt=prompt,
+                                         schema=PAIR_SCHEMA, key_parts=key, repeat=repeat))
+    return requests
+
+
+def read_verdict(text: str | None, finish_reason: str | None = None) -> str:
+    """"1", "2" or "tie"; "invalid" for a reply that is not the JSON asked for."""
+    try:
+        return read_reply(text, PAIR_SCHEMA, finish_reason).value["verdict"]
+    except Unparsed:
+        return "invalid"
+
+
+def side(verdict: str, order: str) -> str:
+    """The verdict of one order as a side: A, B, tie, or invalid for anything but 1, 2 and tie."""
+    if verdict not in ("1", "2", "tie"):
+        return "invalid"
+    if verdict == "tie":
+        return verdict
+    first = "A" if order == "ab" else "B"
+    return first if verdict == "1" else ("B" if first == "A" else "A")
+
+
+def outcome(verdict_ab: str, verdict_ba: str) -> str:
+    """One pair's outcome from its two verdicts (evalbook's 1 / 2 / tie in each order)."""
+    a, b = side(verdict_ab, "ab"), side(verdict_ba, "ba")
+    if "invalid" in (a, b):
+        return "invalid"
+    return a if a == b else "inconsistent"
+
+
+@dataclass(frozen=True)
+class Pair:
+    id: str
+    verdict_ab: str
+    verdict_ba: str
+
+    @property
+    def outcome(self) -> str:
+        return outcome(self.verdict_ab, self.verdict_ba)
+
+
+def _wilson(successes: int, n: int, confidence: float) -> dict[str, float] | None:
+    if n == 0:
+        return None
+    interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return {"low": float(interval.low), "high": float(interval.high)}
+
+
+def pairwise_summary(pairs: Sequence[Pair], resamples: int = BOOTSTRAP.resamples, seed: int = BOOTSTRAP.seed,
+                     confidence: float = BOOTSTRAP.confidence) -> dict[str, Any]:
+    counts = Counter(pair.outcome for pair in pairs)
+    valid = [pair for pair in pairs if pair.outcome != "invalid"]
+    points = [POINTS[pair.outcome] for pair in valid]
+    win_rate = None
+    if points:
+        low, high = bootstrap_mean_ci(points, resamples=resamples, seed=seed, confidence=confidence)
+        win_rate = {"mean": sum(points) / len(points), "low": low, "high": high, "n": len(points)}
+    decisive = counts["A"] + counts["B"]
+    sign = None if decisive == 0 else {"n": decisive, "b_wins": counts["B"],
+                                       "p_value": float(binomtest(counts["B"], decisive, 0.5).pvalue)}
+    slots = [verdict for pair in valid for verdict in (pair.verdict_ab, pair.verdict_ba) if verdict in ("1", "2")]
+    first = slots.count("1")
+    consistent = counts["A"] + counts["B"] + counts["tie"]
+    return {
+        "n_pairs": len(pairs), "outcomes": {name: counts.get(name, 0) for name in OUTCOMES},
+        "win_rate_b": win_rate, "sign_test": sign,
+        "position_bias": {
+            "consistency": consistent / len(valid) if valid else None, "n_consistent": consistent,
+            "first_slot_rate": first / len(slots) if slots else None, "n_decisive_verdicts": len(slots),
+            "first_slot_interval": _wilson(first, len(slots), confidence),
+            "first_slot_p_value": float(binomtest(first, len(slots), 0.5).pvalue) if slots else None,
+        },
+    }
