@@ -30,7 +30,7 @@ def test_every_command_s_help_lists_every_option(capsys):
     from evalbook.__main__ import build_parser
 
     [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    assert set(commands.choices) == {"run", "compare", "calibrate", "diff", "trend"}
+    assert set(commands.choices) == {"run", "replay", "compare", "calibrate", "diff", "trend"}
     for name, command in commands.choices.items():
         with pytest.raises(SystemExit):
             main([name, "--help"])
