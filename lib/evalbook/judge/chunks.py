@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Sequence
 
-from evalbook.judge.client import JudgeRequest, JudgeSettings
+from evalbook.judge.client import JudgeRequest, JudgeSettings, judge_key_parts
 from evalbook.judge.parsing import Unparsed, read_reply
 from evalbook.prompts import PromptTemplate, load_template
 
@@ -69,10 +69,9 @@ def recall_request(example_id: str, reference: str, chunks: Sequence[str], setti
     prompt = template.render(reference=reference, chunks=list(chunks),
                              json_instructions=settings.structured_output == "json_instructions",
                              reply_schema=json.dumps(schema))
-    parts = {"model": settings.model, "base_url": settings.base_url, "template_sha256": template.sha256,
-             "sampling": settings.sampling(), "metric": RECALL, "metric_version": METRIC_VERSION}
     return JudgeRequest(metric=RECALL, example_id=example_id, prompt=prompt, schema=schema,
-                        key_parts={**parts, "repeat": repeat} if repeat else parts, repeat=repeat)
+                        key_parts=judge_key_parts(settings, template.sha256, RECALL, METRIC_VERSION, repeat),
+                        repeat=repeat)
 
 
 def read_recall(text: str | None, n_chunks: int, finish_reason: str | None = None):
@@ -92,15 +91,13 @@ def chunk_requests(example_id: str, question: str, chunks: Sequence[str], settin
     `<id>#chunk<rank>` (from 1). The cache key holds the metric, its version, the template's
     sha256, the judge's model, URL and sampling, and the prompt (the question and the chunk),
     so the same chunk retrieved for the same question is judged once."""
-    key_parts = {"model": settings.model, "base_url": settings.base_url, "template_sha256": template.sha256,
-                 "sampling": settings.sampling(), "metric": NAME, "metric_version": METRIC_VERSION}
     requests = []
     for rank, chunk in enumerate(chunks, 1):
         prompt = template.render(question=question, chunk=chunk,
                                  json_instructions=settings.structured_output == "json_instructions",
                                  reply_schema=json.dumps(CHUNK_SCHEMA))
         for repeat in range(repeats):
-            parts = {**key_parts, "repeat": repeat} if repeat else key_parts
+            parts = judge_key_parts(settings, template.sha256, NAME, METRIC_VERSION, repeat)
             requests.append(JudgeRequest(metric=NAME, example_id=f"{example_id}#chunk{rank}", prompt=prompt,
                                          schema=CHUNK_SCHEMA, key_parts=parts, repeat=repeat))
     return requests

@@ -89,6 +89,15 @@ class JudgeSettings:
                 "structured_output": self.structured_output}
 
 
+def judge_key_parts(settings: JudgeSettings, template_sha256: str, metric: str, metric_version: int,
+                    repeat: int = 0) -> dict[str, Any]:
+    """What keys a judge request besides its prompt: the judge, its sampling, the template and the
+    metric; a repeat after the first is its own entry, and the first keeps a one-repeat run's key."""
+    parts = {"model": settings.model, "base_url": settings.base_url, "template_sha256": template_sha256,
+             "sampling": settings.sampling(), "metric": metric, "metric_version": metric_version}
+    return {**parts, "repeat": repeat} if repeat else parts
+
+
 @dataclass(frozen=True)
 class JudgeRequest:
     metric: str

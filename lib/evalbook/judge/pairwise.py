@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 from scipy.stats import binomtest
 
-from evalbook.judge.client import JudgeRequest, JudgeSettings
+from evalbook.judge.client import JudgeRequest, JudgeSettings, judge_key_parts
 from evalbook.judge.parsing import Unparsed, read_reply
 from evalbook.prompts import PromptTemplate, load_template
 from evalbook.stats import BOOTSTRAP, bootstrap_mean_ci
@@ -55,8 +55,6 @@ def pair_template() -> PromptTemplate:
 def pair_requests(example_id: str, question: str, answer_a: str, answer_b: str, settings: JudgeSettings,
                   template: PromptTemplate, repeats: int = 1) -> list[JudgeRequest]:
     """2 x `repeats` requests for one question: `<id>#ab` and `<id>#ba`, each repeat its own cache entry."""
-    parts = {"model": settings.model, "base_url": settings.base_url, "template_sha256": template.sha256,
-             "sampling": settings.sampling(), "metric": NAME, "metric_version": METRIC_VERSION}
     requests = []
     for order in ORDERS:
         first, second = (answer_a, answer_b) if order == "ab" else (answer_b, answer_a)
@@ -64,7 +62,7 @@ def pair_requests(example_id: str, question: str, answer_a: str, answer_b: str, 
                                  json_instructions=settings.structured_output == "json_instructions",
                                  reply_schema=json.dumps(PAIR_SCHEMA))
         for repeat in range(repeats):
-            key = {**parts, "repeat": repeat} if repeat else parts
+            key = judge_key_parts(settings, template.sha256, NAME, METRIC_VERSION, repeat)
             requests.append(JudgeRequest(metric=NAME, example_id=f"{example_id}#{order}", prompt=prompt,
                                          schema=PAIR_SCHEMA, key_parts=key, repeat=repeat))
     return requests

@@ -20,7 +20,7 @@ import pandas as pd
 
 from evalbook.errors import EvalbookError
 from evalbook.replycache import ReplyCache, cache_key
-from evalbook.judge.client import JudgeClient, JudgeReply, JudgeRequest, JudgeSettings, RunStats
+from evalbook.judge.client import JudgeClient, JudgeReply, JudgeRequest, JudgeSettings, RunStats, judge_key_parts
 from evalbook.judge.estimate import check_budget, estimate
 from evalbook.judge.parsing import Unparsed, parse_reply, read_reply
 from evalbook.prompts import PromptTemplate, load_template
@@ -190,11 +190,8 @@ def build_requests(rows: pd.DataFrame, config: dict[str, Any], templates: dict[s
             prompt = template.render(**metric.prompt_fields(row, answer, config),
                                      json_instructions=settings.structured_output == "json_instructions",
                                      reply_schema=json.dumps(schema))
-            key_parts = {"model": settings.model, "base_url": settings.base_url,
-                         "template_sha256": template.sha256, "sampling": settings.sampling(),
-                         "metric": name, "metric_version": metric.METRIC_VERSION}
             for repeat in range(repeats_of(config)):
-                parts = {**key_parts, "repeat": repeat} if repeat else key_parts
+                parts = judge_key_parts(settings, template.sha256, name, metric.METRIC_VERSION, repeat)
                 requests.append(JudgeRequest(metric=name, example_id=row.id, prompt=prompt,
                                              schema=schema, key_parts=parts, repeat=repeat))
     return requests
