@@ -13,7 +13,8 @@ def test_every_metric_has_a_label_and_a_colour_blind_safe_colour():
     assert [m.name for m in METRICS] == ["bertscore_f1", "bertscore_precision", "bertscore_recall",
                                          "sentence_cosine", "top_k_match", "mrr_at_k", "precision_at_k",
                                          "recall_at_k", "ndcg_at_k", "rank", "groundedness",
-                                         "relevance", "criteria"]
+                                         "relevance", "criteria", "context_relevance", "context_precision",
+                                         "context_recall"]
     assert {m.colour for m in METRICS} <= palette
     scores = [m for m in METRICS if m.kind != "retrieval"]
     assert len({m.colour for m in scores}) == len(scores), "two score metrics share a colour"
@@ -29,7 +30,10 @@ def test_an_unknown_metric_is_an_error_that_lists_the_known_ones():
 
 def test_kinds_keep_the_registry_order():
     assert names("similarity") == ("bertscore_f1", "bertscore_precision", "bertscore_recall", "sentence_cosine")
-    assert names("judge") == ("groundedness", "relevance", "criteria")
+    assert names("judge") == ("groundedness", "relevance", "criteria", "context_relevance", "context_precision",
+                              "context_recall")
+    assert [m.name for m in of_kind("judge") if m.reads == "retrieval"] == ["context_relevance", "context_precision",
+                                                                           "context_recall"]
     assert [m.name for m in of_kind("retrieval")] == ["top_k_match", "mrr_at_k", "precision_at_k", "recall_at_k",
                                                       "ndcg_at_k", "rank"]
     assert set(BY_NAME) == {m.name for m in METRICS}
@@ -50,7 +54,8 @@ def test_a_metric_reads_its_value_from_where_it_sits_in_a_report_example():
     assert values == {"bertscore_f1": None, "bertscore_precision": 0.5, "bertscore_recall": 0.25,
                       "sentence_cosine": -0.125, "top_k_match": 1.0, "mrr_at_k": 0.5, "precision_at_k": 0.25,
                       "recall_at_k": 1.0, "ndcg_at_k": 0.625, "rank": 2.0, "groundedness": 0.75,
-                      "relevance": None, "criteria": None}
+                      "relevance": None, "criteria": None, "context_relevance": None,
+                      "context_precision": None, "context_recall": None}
 
 
 def test_a_judge_value_counts_only_for_a_judged_example():

@@ -8,6 +8,8 @@ The judge's prompt templates are not profile keys: the judge label in a report c
 
 from __future__ import annotations
 
+import copy
+
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +114,15 @@ def score_values(profile: Profile) -> dict[str, Any]:
     """The loaded profile's score-affecting keys, as dotted key -> value. A key added later at
     the default that reproduces the behaviour before it, or absent from its section, is left out:
     it changes no score, so it leaves the hash, and the version, as they were."""
-    values = {key: dotted(profile.values, key) for key in SCORE_KEYS}
+    pruned = copy.deepcopy(profile.values)
+    for added, default in ADDED_KEYS.items():  # an added key inside a score section (judge.metrics.<new>)
+        *sections, name = added.split(".")
+        node = pruned
+        for section in sections:
+            node = node.get(section) if isinstance(node, dict) else None
+        if isinstance(node, dict) and name in node and node[name] == default and len(sections) > 1:
+            del node[name]
+    values = {key: dotted(pruned, key) for key in SCORE_KEYS}
     return {key: value for key, (found, value) in values.items() if found and not at_added_default(key, value)}
 
 

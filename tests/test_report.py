@@ -468,7 +468,8 @@ def test_every_value_on_a_metric_s_scale_is_checked_against_the_registry_s_range
     fields = scale_fields(judged_report)
     assert {name for name, _ in fields} == {"bertscore_f1", "bertscore_precision", "bertscore_recall",
                                            "sentence_cosine", "top_k_match", "mrr_at_k", "precision_at_k",
-                                           "recall_at_k", "ndcg_at_k", "groundedness", "relevance", "criteria"}
+                                           "recall_at_k", "ndcg_at_k", "groundedness", "relevance", "criteria",
+                                           "context_relevance", "context_precision", "context_recall"}
     for name, path in fields:
         low, high = metric(name).value_range
         for value in (low - 0.01, high + 0.01):

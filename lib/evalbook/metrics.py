@@ -38,6 +38,9 @@ class Metric:
     higher_is_better: bool = True
     in_comparison: bool = True  # paired example by example in a comparison
     headline: bool = False  # among the numbers a reader sees first: the run index, worst examples
+    # what a judge metric's judge reads: the answer (one request per example and metric, a module
+    # of evalbook.judge) or the retrieved chunks (the context metrics, evalbook.judge.context)
+    reads: Literal["answer", "retrieval"] = "answer"
 
     def label_at(self, k: Any) -> str:
         """The label with the run's k written in (`MRR@5`, `top-5 match`) for a retrieval metric
@@ -106,6 +109,11 @@ def _judge(name: str, colour: str, lowest: float = 0.0) -> Metric:
                   ("judge_summary", "metrics", name), (lowest, 1.0), headline=True)
 
 
+def _context(name: str, colour: str) -> Metric:
+    """A context metric: the judge's verdicts on the retrieved chunks, 0-1 (issue 39)."""
+    return replace(_judge(name, colour), label=name.replace("_", " "), headline=False, reads="retrieval")
+
+
 METRICS: tuple[Metric, ...] = (
     _bertscore("bertscore_f1", "BERTScore F1", "#0173b2", "f1", headline=True),
     _bertscore("bertscore_precision", "BERTScore precision", "#56b4e9", "precision"),
@@ -125,6 +133,10 @@ METRICS: tuple[Metric, ...] = (
     _judge("groundedness", "#d55e00"),
     _judge("relevance", "#cc78bc", lowest=-1.0),  # a cosine of question embeddings
     _judge("criteria", "#ca9161"),
+    _context("context_relevance", "#fbafe4"),
+    _context("context_precision", "#ece133"),
+    # the palette's last colour; grey is otherwise the retrieval metrics', never drawn beside this
+    _context("context_recall", "#949494"),
 )
 BY_NAME: dict[str, Metric] = {metric.name: metric for metric in METRICS}
 

@@ -60,6 +60,9 @@ ADDED_KEYS: dict[str, Any] = {
     "tracking": {"mlflow": None},
     "simulate": None,
     "scenarios": {"enabled": False},
+    "judge.metrics.context_relevance": {"enabled": False, "threshold": None},
+    "judge.metrics.context_precision": {"enabled": False, "threshold": None},
+    "judge.metrics.context_recall": {"enabled": False, "threshold": None},
 }
 # What 02a_converse needs of `generate:` (the system under test) when 00_generate is off
 SYSTEM_KEYS = ("kind", "system_version", "timeout_seconds", "max_retries", "backoff_seconds", "start_server",

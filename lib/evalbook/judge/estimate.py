@@ -155,7 +155,11 @@ def estimate(requests: Sequence[JudgeRequest], pending: Sequence[JudgeRequest], 
     if prices and tokens.total is not None:
         cost = tokens.total * prices["input_usd_per_million"] / 1e6
         at_most = cost + len(pending) * settings.max_tokens * prices["output_usd_per_million"] / 1e6
+    by_metric: dict[str, int] = {}
+    for request in requests:  # e.g. one chunk_relevance request per retrieved chunk and repeat
+        by_metric[request.metric] = by_metric.get(request.metric, 0) + 1
     return {"requests": len(requests), "cached": len(requests) - len(pending), "calls": len(pending),
+            "requests_by_metric": by_metric,
             "prompt_tokens": tokens.total, "token_counter": tokens.counter,
             "cost_usd": cost, "cost_usd_at_most": at_most,
             "max_calls": config.get("max_calls"), "max_cost_usd": config.get("max_cost_usd")}

@@ -49,6 +49,7 @@ class JudgedMetric(Protocol):
         """Fields the metric adds to its summary, from the records of the judged examples."""
 
 
-# One module per judge metric of the registry, `evalbook.judge.<name>`, in the registry's order.
+# One module per judge metric of the registry that reads the answer, `evalbook.judge.<name>`, in
+# the registry's order; the metrics that read the retrieved chunks are evalbook.judge.context's.
 JUDGED_METRICS: tuple[JudgedMetric, ...] = tuple(import_module(f"evalbook.judge.{metric.name}")
-                                                 for metric in of_kind("judge"))
+                                                 for metric in of_kind("judge") if metric.reads == "answer")

@@ -21,6 +21,7 @@ import pandas as pd
 from evalbook.errors import EvalbookError
 from evalbook.replycache import ReplyCache, cache_key
 from evalbook.judge.client import JudgeClient, JudgeReply, JudgeRequest, JudgeSettings, RunStats, judge_key_parts
+from evalbook.judge.context import context_judgments, context_requests, enabled_context
 from evalbook.judge.estimate import check_budget, estimate
 from evalbook.judge.parsing import Unparsed, parse_reply, read_reply
 from evalbook.prompts import PromptTemplate, load_template
@@ -282,6 +283,7 @@ def summarize_judgments(records: dict[str, dict[str, Any]], selection: Selection
                         embeddings: EmbeddingUsage | None = None) -> dict[str, Any]:
     summaries = {}
     totals = Counter()
+    counted: set[str] = set()
     for judged_metric in enabled(config, metrics):
         metric = judged_metric.NAME
         entries = [r[metric] for r in records.values() if r.get("status") == "judged"]
@@ -289,7 +291,11 @@ def summarize_judgments(records: dict[str, dict[str, Any]], selection: Selection
         summary = summarize(scores)
         threshold, placeholder = threshold_of(config, metric)
         scored = [s for s in scores if s is not None]
-        metric_stats = stats.metric(metric)
+        # the context metrics relevance and precision share their chunk calls: counted once
+        requested = getattr(judged_metric, "REQUESTS", metric)
+        metric_stats = stats.metric(requested)
+        shared = requested in counted
+        counted.add(requested)
         summaries[metric] = {
             "label": label,
             "mean": summary["mean"], "p10": summary["p10"], "p50": summary["p50"], "p90": summary["p90"],
@@ -299,9 +305,13 @@ def summarize_judgments(records: dict[str, dict[str, Any]], selection: Selection
             "n_extra_keys": sum(1 for e in entries if e.get("extra_keys")),
             "threshold": threshold, "threshold_is_placeholder": placeholder,
             "pass_rate": (sum(s >= threshold for s in scored) / len(scored)) if scored else None,
-            "calls": metric_stats.calls, "cache_hits": metric_stats.cache_hits, "errors": metric_stats.errors,
-            "prompt_tokens": metric_stats.prompt_tokens, "completion_tokens": metric_stats.completion_tokens,
-            "cost_usd": cost_of(metric_stats, config.get("prices")),
+            **({"calls": 0, "cache_hits": 0, "errors": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                "cost_usd": 0.0, "calls_counted_under": next(m for m in summaries
+                                                             if getattr(by_name(metrics)[m], "REQUESTS", m) == requested)}
+               if shared else
+               {"calls": metric_stats.calls, "cache_hits": metric_stats.cache_hits, "errors": metric_stats.errors,
+                "prompt_tokens": metric_stats.prompt_tokens, "completion_tokens": metric_stats.completion_tokens,
+                "cost_usd": cost_of(metric_stats, config.get("prices"))}),
             **judged_metric.summary_fields(entries, config),
         }
         if repeats_of(config) > 1:
@@ -483,11 +493,14 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: ReplyCache,
     called. The estimate is kept in the summary."""
     selection = select(table, config, seed)
     judged_metrics = enabled(config, metrics)
+    context = enabled_context(config)
     templates = templates_for(config, judged_metrics)
+    context_templates = {m.NAME: load_template(*m.PROMPT) for m in context}
     client = JudgeClient(settings_from(config), cache, http_transport, redactor)
     rows = table.set_index("id", drop=False)
     judged_rows = rows.loc[selection.judged_ids]
     requests = build_requests(judged_rows, config, templates, judged_metrics)
+    requests += context_requests(judged_rows, config, client.settings, context_templates, repeats_of(config))
     planned = estimate(requests, [r for r in requests if not client.cached(r)], client.settings, config,
                        http_transport)
     check_budget(planned)
@@ -514,11 +527,21 @@ def judge_table(table: pd.DataFrame, config: dict[str, Any], cache: ReplyCache,
                               else score_one(metric.NAME, reply, row, config, embed, judged_metrics))
             record[metric.NAME] = (metric_record(metric, *judged[0], config) if len(judged) == 1
                                    else repeated_record(metric, judged, config))
+        if context:
+            judged_context, chunks = context_judgments(row, repeated, config, repeats_of(config))
+            for metric in context:
+                judged = judged_context[metric.NAME]
+                record[metric.NAME] = (metric_record(metric, *judged[0], config) if len(judged) == 1
+                                       else repeated_record(metric, judged, config))
+            if chunks is not None:
+                record["chunks"] = chunks
         records[row.id] = record
-    models_judge = describe_judge(config, templates, sorted(client.stats.system_fingerprints), judged_metrics)
+    every_metric = (*judged_metrics, *context)
+    models_judge = describe_judge(config, {**templates, **context_templates},
+                                  sorted(client.stats.system_fingerprints), every_metric)
     for record in records.values():
         record["label"] = models_judge["label"]
     summary = summarize_judgments(records, selection, config, client.stats, models_judge["label"],
-                                  judged_metrics, usage)
+                                  every_metric, usage)
     summary["estimate"] = planned
     return JudgeOutcome(records=records, summary=summary, models_judge=models_judge)

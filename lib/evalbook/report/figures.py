@@ -316,7 +316,7 @@ def _pass_curve(ax, report: dict[str, Any], metric: str, grid: np.ndarray) -> No
     label = (f"{style.label} (n = {summary['n_scored']}{unscored}): {summary['pass_rate']:.0%} pass at "
              f"{summary['threshold']:g}{' (placeholder)' if summary['threshold_is_placeholder'] else ''}")
     # judge metrics are drawn widest first, so a curve lying on another still shows around it
-    width = 3.5 - 0.9 * names("judge").index(metric)
+    width = max(3.5 - 0.9 * names("judge").index(metric), 0.8)
     ax.plot(grid, rates, drawstyle="steps-pre", lw=width, color=style.colour, label=label,
             gid=f"curve:{metric}")
     ax.axvline(summary["threshold"], color=style.colour, ls=":", lw=1.2, gid=f"threshold:{metric}")

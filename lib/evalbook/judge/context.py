@@ -1,0 +1,261 @@
+"""The context metrics in the judge stage: context relevance, precision and recall from the
+judge's verdicts on each retrieved chunk (issue 39; the replies and the math are
+evalbook.judge.chunks).
+
+The three are judge metrics of the registry that read the retrieval (`reads="retrieval"`), each
+enabled under `judge.metrics.<name>` like the others. Relevance and precision share one request
+per retrieved chunk (and repeat); recall makes one request per example (and repeat). They judge
+the same sampled, eligible examples as the other metrics, and need the chunks' text,
+`retrieved_contexts`:
+- a row with `retrieved_ids` only is "not scored: no chunk text", counted, never a zero;
+- a row with no retrieval results at all is "not scored: no retrieval results";
+- a row whose retrieval came back empty scores 0 on precision and recall (nothing relevant was
+  retrieved) and is unscored on relevance (a share of no chunks);
+- recall needs the reference answer: without one it is unscored.
+
+Where the row has gold ids beside its retrieved ids, each chunk's judged verdict is set beside
+the gold one (`exact`: average precision from the ids), so that the summary can say how far
+the judge agrees with the ids.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from evalbook.formatting import is_missing
+from evalbook.judge.chunks import (NAME as CHUNK_REQUESTS, PROMPT as CHUNK_PROMPT, RECALL as RECALL_REQUESTS,
+                                   RECALL_PROMPT, VERDICTS, ChunkVerdict, average_precision, chunk_requests,
+                                   context_scores, read_chunk_verdict, read_recall, recall_request)
+from evalbook.judge.client import JudgeReply, JudgeRequest, JudgeSettings
+from evalbook.judge.parsing import Unparsed
+from evalbook.judge.score import Score, ratio_fields
+from evalbook.prompts import PromptTemplate
+
+NO_CHUNK_TEXT = "not scored: no chunk text"
+NO_RETRIEVAL = "not scored: no retrieval results"
+NO_REFERENCE = "not scored: no reference answer"
+UNUSABLE = ("invalid", "unsupported", "failed")  # verdicts that leave a question unscored
+
+
+@dataclass(frozen=True)
+class ContextMetric:
+    """A context metric, as the stage's records and summaries see it."""
+
+    NAME: str
+    PROMPT: tuple[str, int]
+    REQUESTS: str  # the requests' metric name; relevance and precision share theirs
+    METRIC_VERSION: int = 1
+
+    def record_fields(self, detail: dict[str, Any], threshold: float) -> dict[str, Any]:
+        if self.NAME == "context_relevance" and "n_chunks" in detail:
+            return ratio_fields(detail["n_chunks"], threshold)
+        return {}
+
+    def summary_fields(self, entries: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
+        fields: dict[str, Any] = {"n_no_chunk_text": sum(e["unscored_reason"] == NO_CHUNK_TEXT for e in entries),
+                                  "n_no_retrieval": sum(e["unscored_reason"] == NO_RETRIEVAL for e in entries)}
+        if self.REQUESTS == CHUNK_REQUESTS:
+            fields["verdicts"] = dict(Counter(v for e in entries for v in e.get("verdicts", [])))
+        if self.NAME == "context_relevance":
+            fields["by_rank"] = relevance_by_rank(entries)
+        if self.NAME == "context_precision":
+            fields["n_no_relevant"] = sum(e["score"] == 0.0 for e in entries)
+            fields["against_gold"] = against_gold(entries)
+        if self.NAME == "context_recall":
+            fields["n_claims"] = sum(e.get("n_claims") or 0 for e in entries)
+        return fields
+
+
+CONTEXT_RELEVANCE = ContextMetric("context_relevance", CHUNK_PROMPT, CHUNK_REQUESTS)
+CONTEXT_PRECISION = ContextMetric("context_precision", CHUNK_PROMPT, CHUNK_REQUESTS)
+CONTEXT_RECALL = ContextMetric("context_recall", RECALL_PROMPT, RECALL_REQUESTS)
+CONTEXT_METRICS: tuple[ContextMetric, ...] = (CONTEXT_RELEVANCE, CONTEXT_PRECISION, CONTEXT_RECALL)
+
+
+def enabled_context(config: dict[str, Any]) -> list[ContextMetric]:
+    """The context metrics the profile enables; an older profile has none of their keys (off)."""
+    sections = config["metrics"]
+    return [m for m in CONTEXT_METRICS if (sections.get(m.NAME) or {}).get("enabled")]
+
+
+# ---------------------------------------------------------------- a row's retrieval
+
+def chunk_texts(row: Any) -> list[str] | None:
+    value = getattr(row, "retrieved_contexts", None)
+    return None if is_missing(value) else [str(text) for text in value]
+
+
+def _gold_relevance(row: Any, n_chunks: int) -> list[bool] | None:
+    """Each chunk's relevance by the gold ids, where the row has them and one retrieved id per chunk."""
+    ids = getattr(row, "retrieved_ids", None)
+    gold_ids, gold_id = getattr(row, "gold_ids", None), getattr(row, "gold_id", None)
+    gold = list(gold_ids) if not is_missing(gold_ids) else [gold_id] if not is_missing(gold_id) else None
+    if is_missing(ids) or not gold or len(ids) != n_chunks:
+        return None
+    return [doc in set(gold) for doc in ids]
+
+
+def not_scored_reason(row: Any) -> str | None:
+    if chunk_texts(row) is not None:
+        return None
+    return NO_CHUNK_TEXT if not is_missing(getattr(row, "retrieved_ids", None)) else NO_RETRIEVAL
+
+
+def _reference(row: Any, config: dict[str, Any]) -> str:
+    value = getattr(row, config["ground_truth_column"], None)
+    return "" if is_missing(value) else str(value).strip()
+
+
+# ---------------------------------------------------------------- requests
+
+def context_requests(rows: pd.DataFrame, config: dict[str, Any], settings: JudgeSettings,
+                     templates: dict[str, PromptTemplate], repeats: int) -> list[JudgeRequest]:
+    """The chunk requests (when relevance or precision is on) and the recall requests (when
+    recall is on) of the rows that have chunk texts, in row order."""
+    names = {m.NAME for m in enabled_context(config)}
+    requests: list[JudgeRequest] = []
+    for row in rows.itertuples(index=False):
+        chunks = chunk_texts(row)
+        if not chunks:
+            continue
+        if names & {"context_relevance", "context_precision"}:
+            template = templates.get("context_relevance") or templates["context_precision"]
+            requests += chunk_requests(row.id, row.question, chunks, settings, template, repeats)
+        if "context_recall" in names and _reference(row, config):
+            requests += [recall_request(row.id, _reference(row, config), chunks, settings,
+                                        templates["context_recall"], repeat) for repeat in range(repeats)]
+    return requests
+
+
+# ---------------------------------------------------------------- scores
+
+Replies = dict[tuple[str, str, int], JudgeReply]  # (request example id, request metric, repeat)
+
+
+def _verdict(reply: JudgeReply | None, chunk: str) -> ChunkVerdict:
+    if reply is None:
+        return ChunkVerdict("failed", "no reply")
+    if reply.error is not None:
+        return ChunkVerdict("failed", f"judge call failed: {reply.error}")
+    return read_chunk_verdict(reply.text, chunk, reply.finish_reason)
+
+
+def _chunk_scores(verdicts: Sequence[ChunkVerdict], gold: list[bool] | None) -> dict[str, tuple[Score, dict]]:
+    """Relevance and precision of one repeat's verdicts, each with its detail."""
+    kinds = [v.verdict for v in verdicts]
+    detail = {"n_chunks": len(verdicts), "verdicts": kinds,
+              **{f"n_{kind}": kinds.count(kind) for kind in (*VERDICTS, *UNUSABLE)}}
+    if not verdicts:
+        return {"context_relevance": (Score.unscored("no chunk was retrieved"), detail),
+                "context_precision": (Score(0.0), detail)}
+    unusable = sum(kinds.count(kind) for kind in UNUSABLE)
+    if unusable:
+        reason = f"{unusable} of {len(verdicts)} chunk verdicts are {' or '.join(UNUSABLE)}"
+        return {"context_relevance": (Score.unscored(reason), detail),
+                "context_precision": (Score.unscored(reason), detail)}
+    scores = context_scores(verdicts)
+    precision = dict(detail)
+    if gold is not None:
+        precision["exact"] = average_precision(gold)
+        precision["gold_relevant"] = gold
+    return {"context_relevance": (Score(scores.relevance), detail),
+            "context_precision": (Score(scores.precision), precision)}
+
+
+def _recall_score(reply: JudgeReply | None, n_chunks: int) -> tuple[Score, dict[str, Any]]:
+    if reply is None:
+        return Score.unscored("no reply"), {}
+    if reply.error is not None:
+        return Score.unscored(f"judge call failed: {reply.error}"), {}
+    try:
+        recall, claims = read_recall(reply.text, n_chunks, reply.finish_reason)
+    except Unparsed as failure:
+        return Score.unscored(failure.reason), {"raw_reply": failure.raw}
+    detail = {"n_claims": len(claims), "claims": claims}
+    if recall is None:
+        return Score.unscored("the judge found no claim in the reference answer"), detail
+    return Score(recall), detail
+
+
+def chunk_list(chunks: Sequence[str], verdicts: Sequence[ChunkVerdict], gold: list[bool] | None) -> list[dict]:
+    """Each chunk's verdict for the report's strip, rank first; the chunk text is the input's."""
+    return [{"rank": rank, "verdict": v.verdict, "reason": v.reason, "quote": v.quote, "claimed": v.claimed,
+             "gold": None if gold is None else gold[rank - 1]}
+            for rank, v in enumerate(verdicts, 1)]
+
+
+def context_judgments(row: Any, replies: Replies, config: dict[str, Any],
+                      repeats: int) -> tuple[dict[str, list[tuple[Score, dict]]], list[dict] | None]:
+    """Each enabled context metric's (score, detail) per repeat for one row, and the first
+    repeat's chunk verdicts (None when no chunk was judged)."""
+    names = [m.NAME for m in enabled_context(config)]
+    reason = not_scored_reason(row)
+    if reason is not None:
+        return {name: [(Score.unscored(reason), {})] * repeats for name in names}, None
+    chunks = chunk_texts(row)
+    gold = _gold_relevance(row, len(chunks))
+    judged: dict[str, list[tuple[Score, dict]]] = {name: [] for name in names}
+    listed = None
+    for repeat in range(repeats):
+        if {"context_relevance", "context_precision"} & set(names):
+            verdicts = [_verdict(replies.get((f"{row.id}#chunk{rank}", CHUNK_REQUESTS, repeat)), chunk)
+                        for rank, chunk in enumerate(chunks, 1)]
+            if listed is None and chunks:
+                listed = chunk_list(chunks, verdicts, gold)
+            for name, scored in _chunk_scores(verdicts, gold).items():
+                if name in judged:
+                    judged[name].append(scored)
+        if "context_recall" in judged:
+            if not _reference(row, config):
+                judged["context_recall"].append((Score.unscored(NO_REFERENCE), {}))
+            elif not chunks:
+                judged["context_recall"].append((Score(0.0), {"n_claims": 0}))
+            else:
+                judged["context_recall"].append(
+                    _recall_score(replies.get((row.id, RECALL_REQUESTS, repeat)), len(chunks)))
+    return judged, listed
+
+
+# ---------------------------------------------------------------- summaries
+
+def relevance_by_rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Across the run, at each rank: how many chunks were judged and the share judged relevant
+    (of the usable verdicts), so that rank 1 can be set against rank 5."""
+    at: dict[int, Counter] = {}
+    for entry in entries:
+        for rank, verdict in enumerate(entry.get("verdicts", []), 1):
+            at.setdefault(rank, Counter())[verdict] += 1
+    rows = []
+    for rank in sorted(at):
+        counts = at[rank]
+        usable = sum(counts[kind] for kind in VERDICTS)
+        rows.append({"rank": rank, "n": sum(counts.values()), "n_usable": usable,
+                     "n_relevant": counts["relevant"], "n_partial": counts["partial"],
+                     "relevant_share": counts["relevant"] / usable if usable else None})
+    return rows
+
+
+def against_gold(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The judged precision beside the exact one (from the gold ids) on the examples that have
+    both, and how often the judge's relevant/not agrees with the ids, chunk by chunk, with
+    Cohen's kappa (scikit-learn; None when either side has one class only)."""
+    both = [e for e in entries if e.get("exact") is not None and e["score"] is not None]
+    if not both:
+        return None
+    judged = [v == "relevant" for e in both for v in e["verdicts"]]
+    gold = [g for e in both for g in e["gold_relevant"]]
+    kappa = None
+    if len(set(judged)) > 1 and len(set(gold)) > 1:
+        from sklearn.metrics import cohen_kappa_score  # here: scikit-learn is slow to import
+
+        kappa = float(cohen_kappa_score(gold, judged))
+    return {"n": len(both), "judged_mean": float(np.mean([e["score"] for e in both])),
+            "exact_mean": float(np.mean([e["exact"] for e in both])),
+            "mean_abs_difference": float(np.mean([abs(e["score"] - e["exact"]) for e in both])),
+            "n_chunks": len(gold), "n_chunks_agreeing": int(sum(j == g for j, g in zip(judged, gold))),
+            "chunk_agreement": float(np.mean([j == g for j, g in zip(judged, gold)])), "kappa": kappa}
