@@ -192,3 +192,22 @@ def test_the_report_carries_the_three_metrics_and_validates(config, tmp_path):
         next(e for e in over["examples"] if e["id"] == "c1")["judge"][name]["score"] = 1.01
         with pytest.raises(Exception, match=name):
             validate_report(over)
+
+
+def test_the_page_shows_each_question_s_strip_with_reasons_and_relevance_by_rank(config, tmp_path):
+    from evalbook.escaping import readable_table
+    from evalbook.judge.display import against_gold_text, chunk_strip, relevance_by_rank_table
+
+    outcome, _, _ = run(config, tmp_path)
+    examples = [{"id": i, "question": f"<script>q {i}</script>", "judge": r} for i, r in outcome.records.items()]
+    strip = chunk_strip({"examples": examples})
+    assert list(strip["id"]) == ["c1", "c2"]
+    c1 = strip.set_index("id").loc["c1"]
+    assert c1["strip"] == "✗ ✗ ✓ ✓ ✗" and c1["precision"] == 5 / 12
+    assert f"3. relevant: it names the day «{MARK}»" in c1["chunks"]
+    html = readable_table(strip, "chunks").to_html()
+    assert "<script>q c1" not in html and "&lt;script&gt;" in html
+    by_rank = relevance_by_rank_table(outcome.summary)
+    assert list(by_rank["rank"]) == [1, 2, 3, 4, 5] and by_rank["relevant share"].iloc[0] == 0.5
+    assert "judged 1.000 against 0.500 from the gold ids on 1 questions" in against_gold_text(outcome.summary)
+    assert chunk_strip({"examples": [{"id": "x", "judge": {"status": "judged"}}]}).empty

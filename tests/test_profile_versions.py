@@ -68,6 +68,7 @@ RECORDED_HASHES: dict[str, dict[int, str]] = {
     "scenarios-local": {1: "sha256:e64c463cbea69cc5dcb253959894ad5c0b1a5021a28dcb6493a8968ea3e2102d"},
     "adr014": {1: "sha256:eada95f901b265b60788f769a8430f9f64bf52b7a54561f7146564b74da93f36",
                2: "sha256:494f01c4d2227945c2317a3896db236331ffbc1aaa950d4603ddc84c3e8e31c3"},
+    "context-local": {1: "sha256:d3a53b00b64e7bfdbb475d8d9aff59436a74cff75ff026f19d2eeb5816c218a8"},
     "default": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6",
                 2: "sha256:9904c2e64c1ef23d8ecb64bf1d570133067be7ad9c02695bc2457a529ba229bd"},
     "generate-local": {1: "sha256:e86cb15a6ac46f71c9a3d23ab5e7a65a9c322d1e7e35989dac8384939981c3c7"},

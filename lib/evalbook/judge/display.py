@@ -186,3 +186,48 @@ def answers_table(records: dict[str, dict[str, Any]], canonical: pd.DataFrame,
                 row[metric] = f"{score}\n{verdict_text(entry)}".strip()
         table.append(row)
     return pd.DataFrame(table)
+
+
+VERDICT_MARKS = {"relevant": "✓", "partial": "~", "irrelevant": "✗", "invalid": "?", "unsupported": "!", "failed": "×"}
+
+
+def chunk_strip(report: dict[str, Any]) -> pd.DataFrame:
+    """Per judged question with chunk verdicts, the rank × verdict strip (✓ relevant, ~ partial,
+    ✗ irrelevant, ? invalid, ! unsupported quote, × failed call), its context scores, and each
+    chunk's verdict with the judge's reason and quote, rank by rank. Empty when no chunk was judged."""
+    rows = []
+    for example in report.get("examples", []):
+        record = example.get("judge") or {}
+        chunks = record.get("chunks")
+        if not chunks:
+            continue
+        scores = {m: (record.get(m) or {}).get("score") for m in ("context_relevance", "context_precision",
+                                                                  "context_recall")}
+        lines = [f"{c['rank']}. {c['verdict']}" + (f" (judge said {c['claimed']})" if c.get("claimed") else "")
+                 + ("" if c.get("gold") is None else f" [gold: {'relevant' if c['gold'] else 'not'}]")
+                 + (f": {c['reason']}" if c.get("reason") else "") + (f" «{c['quote']}»" if c.get("quote") else "")
+                 for c in chunks]
+        rows.append({"id": example["id"], "question": example.get("question"),
+                     "strip": " ".join(VERDICT_MARKS.get(c["verdict"], "?") for c in chunks),
+                     **{m.replace("context_", ""): v for m, v in scores.items()},
+                     "chunks": "\n".join(lines)})
+    return pd.DataFrame(rows)
+
+
+def relevance_by_rank_table(summary: dict[str, Any]) -> pd.DataFrame:
+    """Across the run, each rank's judged chunks and the share judged relevant."""
+    metric = (summary.get("metrics") or {}).get("context_relevance") or {}
+    return pd.DataFrame([{"rank": row["rank"], "chunks judged": row["n"], "usable verdicts": row["n_usable"],
+                          "relevant": row["n_relevant"], "partial": row["n_partial"],
+                          "relevant share": row["relevant_share"]} for row in metric.get("by_rank", [])])
+
+
+def against_gold_text(summary: dict[str, Any]) -> str | None:
+    """The judged context precision beside the exact one from the gold ids, in a sentence."""
+    gold = ((summary.get("metrics") or {}).get("context_precision") or {}).get("against_gold")
+    if not gold:
+        return None
+    kappa = "" if gold["kappa"] is None else f", Cohen's kappa {gold['kappa']:.2f}"
+    return (f"Context precision judged {gold['judged_mean']:.3f} against {gold['exact_mean']:.3f} from the gold ids "
+            f"on {gold['n']} questions (mean absolute difference {gold['mean_abs_difference']:.3f}); the judge agrees "
+            f"with the ids on {gold['n_chunks_agreeing']} of {gold['n_chunks']} chunks{kappa}.")
