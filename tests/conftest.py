@@ -35,7 +35,7 @@ SLOW_FIXTURES = frozenset({"sample_runs"})
 #   uses them and is not listed here fails the collection);
 SAMPLE_RUNS_GROUP = "sample_runs"
 SAMPLE_RUNS_MODULES = frozenset({
-    "test_calibrate_e2e", "test_calibrate_refusals", "test_compare_e2e", "test_compare_gate",
+    "test_calibrate_e2e", "test_calibrate_refusals", "test_compare_e2e", "test_compare_gate", "test_compare_pairwise",
     "test_compare_refusals", "test_failures", "test_label_e2e", "test_pages", "test_summary",
     "test_trend_e2e", "test_trend_page"})
 # - the modules that start the real llama.cpp server, so that two servers never run at once:

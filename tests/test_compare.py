@@ -605,7 +605,7 @@ def test_parameters_are_recorded_and_checked():
     assert doc["parameters"] == {"resamples": 300, "seed": 7, "confidence": 0.9, "tolerance": 1e-6,
                                  "n_regressions": 3, "ci_method": CI_METHOD, "quantile_method": "linear"}
     assert doc["created_at"] == "2026-12-01T09:30:00Z"
-    assert doc["kind"] == "compare" and doc["schema_version"] == "1.4"
+    assert doc["kind"] == "compare" and doc["schema_version"] == "1.5"
     assert doc["baseline"]["location"] == "baseline.json"
     assert doc["candidate"]["models"]["generator"] == "cand-generator"
     with pytest.raises(ComparisonError, match="confidence"):

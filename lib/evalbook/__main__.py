@@ -5,9 +5,9 @@
   `summary: <path>`, names the run's summary.md (as does compare's, for the comparison's).
 - `replay <run id|folder> --params <file> [-p key=value ...]`: a new run whose 02a_converse judges
   that run's transcripts again (scenarios.replay_from) instead of simulating; output as `run`'s.
-- `compare [--baseline <run id|report>] [--candidate <...>] [--fail-on '<metric><<tolerance>' ...]`:
-  runs 05_compare; the last line on stdout is the comparison JSON's location. Without runs, the
-  two latest successful runs. Each --fail-on rule's outcome is printed before it (`gate failed: ...`).
+- `compare [--baseline <run id|report>] [--candidate <...>] [--fail-on '<metric><<tolerance>' ...]
+  [--pairwise]`: runs 05_compare (with --pairwise, the judge compares the answers too); the last
+  line on stdout is the comparison JSON's location. Without runs, the two latest successful runs. Each --fail-on rule's outcome is printed before it (`gate failed: ...`).
 - `calibrate --labels <file> [--run <run id|report>]`: runs 06_calibrate; the last line on stdout
   is the calibration JSON's location. Without a run, the latest successful run.
 - `diff <run id> <run id>`: the params diff and the nbdime diff of the executed notebooks.
@@ -79,7 +79,7 @@ def _compare(args: argparse.Namespace) -> int:
              "confidence": args.confidence, "tolerance": args.tolerance, "n_regressions": args.regressions}
     parameters = {name: value for name, value in given.items() if value is not None}
     result = run_comparison(args.params, args.baseline, args.candidate, parameters, overrides=args.overrides,
-                            fail_on=args.fail_on)
+                            fail_on=args.fail_on, pairwise=args.pairwise)
     gate = json.loads(result.path.read_text("utf-8"))["gate"]
     for rule in (gate or {}).get("rules", []):
         print(f"gate {'failed' if rule['failed'] else 'held'}: {rule['rule']!r}: {rule['why']}")
@@ -187,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="opt-in regression gate, one rule per metric, repeatable: '<metric><<tolerance>' "
                               "with a tolerance <= 0, e.g. 'bertscore_f1<-0.02' or 'groundedness_pass<-0.05'; "
                               f"exit {GATE_FAILED} when a rule fails (docs/compare.md)")
+    compare.add_argument("--pairwise", action="store_true",
+                         help="also ask the profile's judge which run answered each shared question better, "
+                              "in both orders (2 calls per question and repeat, cached; docs/compare.md)")
     compare.set_defaults(handler=_compare)
 
     calibrate = commands.add_parser("calibrate", help="measure a run's metrics against human labels with 06_calibrate")

@@ -136,6 +136,27 @@ STARTS = (("model server start", "the local model server did not start", start_g
 
 
 @contextmanager
+def judge_serving(profile: Profile, folder: Path, log: TextIO) -> Iterator[None]:
+    """The local judge server alone, for a document that asks the judge (compare --pairwise):
+    installed first when needed, started when `judge.start_server` asks for it (whatever
+    `judge.enabled` says, which is about 03_judge), logging into `folder`, stopped on leaving."""
+    judge = profile["judge"]
+    if not judge["start_server"] or is_serving(judge["base_url"]):
+        yield
+        return
+    ensure_local_stack(log, f"{profile.source_path.name}'s judge starts the local judge server (judge.start_server)")
+    try:
+        server = start_local_model(judge["base_url"], judge["model"], folder / JUDGE_SERVER_LOG, "judge", log)
+    except RuntimeError as error:
+        raise StartFailed(f"the local judge server did not start: {error}") from error
+    try:
+        yield
+    finally:
+        if server is not None:
+            server.stop()
+
+
+@contextmanager
 def serving(profile: Profile, folder: Path, log: TextIO, judge: bool = True,
             on_start: Any = None) -> Iterator[None]:
     """Start what the profile asks for (the model server for generation, the service under test,

@@ -16,7 +16,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from contextlib import ExitStack, contextmanager, nullcontext
+from typing import Any, Callable, ContextManager, Iterator, TextIO
 
 import yaml
 
@@ -26,18 +27,21 @@ from evalbook.calibrate.labels import match_labels, read_labels
 from evalbook.calibrate.settings import Settings
 from evalbook.compare.document import check_pairable
 from evalbook.compare.gate import check_rules, parse_rules
+from evalbook.compare.pairwise import plan_for_profile, select_pairs
 from evalbook.compare.tables import pairing_warnings
-from evalbook.errors import PublishFailed, RunFailed
+from evalbook.errors import EvalbookError, PublishFailed, RunFailed
 from evalbook.execution import execute_stage, mark_not_uploaded, rebuild_index
 from evalbook.files import write_new
 from evalbook.layout import (CALIBRATE_STAGE, COMPARE_STAGE, FAILED_MARKER, NOT_TRACKED_MARKER, calibration_folder, calibration_url, comparisons_folder, comparisons_url,
                              params_file, remote_calibration_folder, remote_comparisons_folder)
 from evalbook.params import Profile, load_profile, local_outputs_root, parse_overrides, resolved_values
+from evalbook.judge.estimate import describe
 from evalbook.publish import tracking
 from evalbook.publish.summary import comparison_summary_md, page_links, write_summary
 from evalbook.publish.tracking import TrackingFailed
 from evalbook.report.reader import ReportUnreadable, read_report
 from evalbook.runs import RunNotFound, find_report, latest_pair
+from evalbook.services import judge_serving
 from evalbook.storage import StorageError, is_remote, publish_run
 
 @dataclass
@@ -105,14 +109,16 @@ def _publish_beside(output_dir: Path, document: Path, parent: Path, remote_paren
 
 
 def _run_document(spec: _Document, profile: Profile, parameters: dict[str, Any], local_root: Path,
-                  log: TextIO, after=None) -> DocumentRun:
+                  log: TextIO, after=None, around: Callable[[Path], ContextManager] | None = None) -> DocumentRun:
     """Write the document `spec` names: its folder and resolved profile, the executed notebook
     with `parameters` (and the paths it needs), its pages; `after(result)` once it is written
-    (a comparison's summary.md); then the index, and the upload when `spec.remote_parent`."""
+    (a comparison's summary.md); then the index, and the upload when `spec.remote_parent`.
+    `around(folder)` is entered around the notebook (a server it needs)."""
     output_dir, path, resolved = _new_document_folder(spec.parent, spec.document_id, profile, spec.what)
     parameters = {**parameters, "params_path": str(resolved), "run_dir": str(output_dir),
                   spec.path_parameter: str(path), "run_id": spec.document_id}
-    record = _execute_document(spec, parameters, output_dir, path)
+    with around(output_dir) if around is not None else nullcontext():
+        record = _execute_document(spec, parameters, output_dir, path)
     result = DocumentRun(spec.document_id, output_dir, path, record["html"], record["html_noinput"], str(path))
     if after is not None:
         after(result)
@@ -147,7 +153,7 @@ def _write_comparison_summary(result: DocumentRun, baseline: str, candidate: str
 def run_comparison(params_path: str, baseline: str | None = None, candidate: str | None = None,
                    notebook_parameters: dict[str, Any] | None = None,
                    log: TextIO | None = None, overrides: list[str] | None = None,
-                   fail_on: list[str] | None = None) -> DocumentRun:
+                   fail_on: list[str] | None = None, pairwise: bool = False) -> DocumentRun:
     """Run 05_compare with Papermill on two runs (run ids or report paths/URLs).
 
     Without either run, the two latest successful runs of the profile's env are compared. The
@@ -155,7 +161,11 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
     `comparisons/`; for a candidate on S3 they are written locally, then uploaded beside it.
     `fail_on` holds the regression gate's rules (evalbook.compare.gate); a rule that cannot be
     applied to the two runs is a RuleError before anything is written, and a report whose
-    examples cannot be paired by id (a repeated id) a ComparisonError.
+    examples cannot be paired by id (a repeated id) a ComparisonError. With `pairwise`, the
+    profile's judge also compares the answers (evalbook.compare.pairwise): two runs with no
+    question to judge are a ComparisonError before anything is written; the judge server is
+    started when the profile asks for it, and a judge that does not answer or a budget the calls
+    would exceed fails the comparison, marked FAILED, before the notebook runs.
     """
     log = log or sys.stderr
     parse_rules(fail_on)
@@ -174,6 +184,8 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
         raise RunNotFound(str(error)) from error
     check_pairable(baseline_report, candidate_report)
     check_rules(fail_on, baseline_report, candidate_report)
+    if pairwise:
+        select_pairs(baseline_report.data, candidate_report.data, profile["judge"])
     where = tracking.profile_target(profile)
     remote = is_remote(candidate_location)
     spec = _Document(
@@ -183,7 +195,7 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
                 else comparisons_folder(Path(candidate_location))),
         remote_parent=comparisons_url(candidate_location) if remote else None, path_parameter="comparison_path")
     parameters = {"baseline": baseline_location, "candidate": candidate_location,
-                  "fail_on": list(fail_on) if fail_on else None, **(notebook_parameters or {})}
+                  "fail_on": list(fail_on) if fail_on else None, "pairwise": pairwise, **(notebook_parameters or {})}
     print(f"[evalbook] comparing {baseline_location} (baseline) with {candidate_location} (candidate)",
           file=log, flush=True)
 
@@ -196,7 +208,20 @@ def run_comparison(params_path: str, baseline: str | None = None, candidate: str
         if where is not None:  # before the upload, so that NOT_TRACKED goes with the folder
             not_tracked.extend(_track_comparison(where, profile, result, log))
 
-    result = _run_document(spec, profile, parameters, local_root, log, after=warn_summarise_and_track)
+    @contextmanager
+    def pairwise_judge(folder: Path) -> Iterator[None]:
+        with ExitStack() as stack:
+            try:
+                stack.enter_context(judge_serving(profile, folder, log))
+                plan = plan_for_profile(baseline_report.data, candidate_report.data, profile)
+            except EvalbookError as error:
+                write_new(folder / FAILED_MARKER, (f"pairwise judging could not start: {error}\n").encode("utf-8"))
+                raise RunFailed(f"pairwise judging could not start: {error}") from error
+            print(f"[evalbook] pairwise judging: {describe(plan.planned)}", file=log, flush=True)
+            yield
+
+    result = _run_document(spec, profile, parameters, local_root, log, after=warn_summarise_and_track,
+                           around=pairwise_judge if pairwise else None)
     if not_tracked:
         raise not_tracked[0]
     return result

@@ -36,7 +36,7 @@ from evalbook.stats import (PERCENTILE_METHOD, Bootstrap, PairedValues, bootstra
 from evalbook.validation import COMPARISON_SCHEMA, mismatch
 
 KIND = "compare"
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 # The comparison's name for each kind of metric (its `family`).
 FAMILIES = {"similarity": "embedding", "retrieval": "retrieval", "judge": "judge"}
 # Parts of a judge metric record that are not its verdicts.
@@ -291,6 +291,7 @@ def build_comparison(baseline: RunReport | dict[str, Any], candidate: RunReport 
         "regressions": regressed,
         "deltas": long_deltas,
         "gate": None,
+        "pairwise": None,  # filled only by compare --pairwise (evalbook.compare.pairwise)
         "slices": (slice_deltas(candidate, deltas_by_id, ids,
                                 Bootstrap(settings.resamples, settings.seed, settings.confidence), settings.tolerance)
                    if slices else unavailable("slices are not computed for a report's headline comparison")),

@@ -63,3 +63,32 @@ def delta_figure(deltas: pd.DataFrame) -> Figure | None:
     axes[-1, 0].set_xlabel("examples, sorted from the worst change to the best")
     fig.suptitle("Per-example change, candidate − baseline")
     return fig
+
+
+@styled
+def position_bias_figure(section: dict | None) -> Figure | None:
+    """compare --pairwise at a glance: the candidate's win rate with its bootstrap interval, the
+    share of judgments whose two orders agreed and the first slot's win rate, each with its
+    Wilson interval, on one 0-1 axis with 0.5 marked (no preference, no position bias). None
+    without a pairwise section or any valid judgment."""
+    if not section or section["win_rate_b"] is None:
+        return None
+    bias, win = section["position_bias"], section["win_rate_b"]
+    rows = [(f"candidate's win rate ({win['n']} questions)", win["mean"], (win["low"], win["high"])),
+            (f"orders agree ({bias['n_consistent']} consistent)", bias["consistency"],
+             (bias["consistency_interval"]["low"], bias["consistency_interval"]["high"]))]
+    if bias["first_slot_rate"] is not None:
+        rows.append((f"first slot wins ({bias['n_decisive_verdicts']} verdicts)", bias["first_slot_rate"],
+                     (bias["first_slot_interval"]["low"], bias["first_slot_interval"]["high"])))
+    fig, ax = new_figure(figsize=(8, 0.9 + 0.55 * len(rows)))
+    positions = np.arange(len(rows))[::-1]
+    values = np.array([value for _, value, _ in rows])
+    errors = np.array([[value - low, high - value] for _, value, (low, high) in rows]).T
+    ax.errorbar(values, positions, xerr=errors, fmt="o", color="0.15", capsize=4, gid="pairwise:estimates")
+    ax.axvline(0.5, color="0.5", lw=0.8, ls="--")
+    ax.set_yticks(positions, [label for label, _, _ in rows])
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel("share (0.5: no preference; the first slot at 0.5: no position bias)")
+    ax.set_title("Pairwise judging: preference and position bias", loc="left", fontsize="small")
+    return fig

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from evalbook.compare.document import ComparisonError
+from evalbook.compare.pairwise import left_out_sentence
 from evalbook.escaping import readable_table
 from evalbook.formatting import as_written, interval, p_value, percent
 from evalbook.judge.display import verdict_text
@@ -315,3 +316,55 @@ def slices_table(doc: dict[str, Any]) -> pd.DataFrame:
             for level in section["levels"]]
     return pd.DataFrame(rows, columns=["metric", "slice", "level", "n", "mean delta", f"{confidence} interval",
                                        "rest", "difference", "difference interval", "q", "verdict"])
+
+
+# ---------------------------------------------------------------- pairwise judging
+
+PAIRWISE_SIDES = {"A": "baseline", "B": "candidate", "neither": "neither"}
+
+
+def pairwise_html(doc: dict[str, Any]) -> str:
+    """compare --pairwise's numbers for 05's pages, or one sentence when it was not asked for."""
+    section = doc.get("pairwise")
+    if not section:
+        return render("compare_pairwise.html", pairwise=None)
+    preferred = {side: sum(pair["preferred"] == side for pair in section["pairs"]) for side in PAIRWISE_SIDES}
+    return render("compare_pairwise.html", pairwise=section, preferred=preferred,
+                  confidence=doc["parameters"]["confidence"], left_out=left_out_sentence(section))
+
+
+def _order_text(judgment: dict[str, Any], order: str) -> str:
+    verdict = judgment[order]
+    if verdict["verdict"] == "invalid":
+        return f"{order}: invalid ({verdict['problem']})"
+    side = "tie" if verdict["verdict"] == "tie" else PAIRWISE_SIDES[
+        ("A" if verdict["verdict"] == "1" else "B") if order == "ab" else ("B" if verdict["verdict"] == "1" else "A")]
+    return f"{order}: {side}. {verdict['reasoning']}"
+
+
+def pairwise_table(doc: dict[str, Any], baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
+                   limit: int) -> pd.DataFrame:
+    """The questions where the candidate did not win (the baseline preferred first, then neither,
+    then the invalid ones), at most `limit`: the question, both answers, the outcome of each repeat
+    and the judge's reasoning in each order (ab: the baseline's answer shown first)."""
+    section = doc["pairwise"]
+    base, cand = ({e["id"]: e for e in examples} for examples in (baseline, candidate))
+    rank = {"A": 0, "neither": 1, None: 2}
+    shown = sorted((p for p in section["pairs"] if p["preferred"] != "B"), key=lambda p: rank[p["preferred"]])[:limit]
+    rows = [{"id": p["id"], "question": p["question"], "baseline answer": base[p["id"]]["generated_answer"],
+             "candidate answer": cand[p["id"]]["generated_answer"],
+             "preferred": PAIRWISE_SIDES.get(p["preferred"], "invalid"),
+             "outcomes": ", ".join(j["outcome"] for j in p["judgments"]),
+             "judge (first repeat)": "\n".join(_order_text(p["judgments"][0], order) for order in ("ab", "ba"))}
+            for p in shown]
+    return pd.DataFrame(rows, columns=["id", "question", "baseline answer", "candidate answer", "preferred",
+                                       "outcomes", "judge (first repeat)"])
+
+
+def pairwise_styled(doc: dict[str, Any], baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
+                    limit: int):
+    frame = pairwise_table(doc, baseline, candidate, limit)
+    not_won = sum(p["preferred"] != "B" for p in doc["pairwise"]["pairs"])
+    caption = (f"the {len(frame)} of {not_won} questions the candidate did not win, the baseline's wins first "
+               "(ab: the baseline's answer shown first; ba: the candidate's)")
+    return readable_table(frame, caption)

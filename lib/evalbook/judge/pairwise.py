@@ -1,6 +1,6 @@
 """Pairwise A/B judging: which of two runs' answers to the same question is better, judged in
-both orders (issue 39, part 4: the requests, the verdicts and the numbers; the compare command
-and the page come next).
+both orders: the requests, the verdicts and the numbers (evalbook.compare.pairwise judges two
+runs with them, `compare --pairwise`).
 
 Each question's two answers are shown to the judge twice, under the neutral labels ANSWER 1 and
 ANSWER 2: once with the baseline's answer (A) first (`ab`), once with the candidate's (B) first
@@ -19,7 +19,11 @@ The numbers (`pairwise_summary`):
   the decisive single verdicts, with its Wilson interval and a binomial test against 0.5. A
   judge that always picks the first slot has 0 consistent pairs and a first-slot rate of 1.
 With `judge.repeats` r, `pair_requests` asks each order r times, each repeat its own cache
-entry; combining the repeats and showing their agreement is not built yet.
+entry, and `repeated_summary` takes each question's r judgments together: the outcome counts and
+the position bias count every judgment; the win rate and the sign test count each question once,
+by the mean of its valid judgments' points (a question whose judgments are all invalid is left
+out); `repeat_agreement` is the share of questions whose valid judgments all give one outcome.
+With one repeat this is `pairwise_summary`.
 """
 
 from __future__ import annotations
@@ -114,26 +118,44 @@ def _wilson(successes: int, n: int, confidence: float) -> dict[str, float] | Non
 
 def pairwise_summary(pairs: Sequence[Pair], resamples: int = BOOTSTRAP.resamples, seed: int = BOOTSTRAP.seed,
                      confidence: float = BOOTSTRAP.confidence) -> dict[str, Any]:
-    counts = Counter(pair.outcome for pair in pairs)
-    valid = [pair for pair in pairs if pair.outcome != "invalid"]
-    points = [POINTS[pair.outcome] for pair in valid]
+    """The numbers of one judgment per question (judge.repeats 1)."""
+    return repeated_summary([[pair] for pair in pairs], resamples, seed, confidence)
+
+
+def repeated_summary(questions: Sequence[Sequence[Pair]], resamples: int = BOOTSTRAP.resamples,
+                     seed: int = BOOTSTRAP.seed, confidence: float = BOOTSTRAP.confidence) -> dict[str, Any]:
+    """The numbers of each question's judgments (one per repeat; see the module's docstring)."""
+    judgments = [pair for repeats in questions for pair in repeats]
+    counts = Counter(pair.outcome for pair in judgments)
+    valid = [pair for pair in judgments if pair.outcome != "invalid"]
+    by_question = [[POINTS[pair.outcome] for pair in repeats if pair.outcome != "invalid"] for repeats in questions]
+    points = [sum(scored) / len(scored) for scored in by_question if scored]
     win_rate = None
     if points:
         low, high = bootstrap_mean_ci(points, resamples=resamples, seed=seed, confidence=confidence)
         win_rate = {"mean": sum(points) / len(points), "low": low, "high": high, "n": len(points)}
-    decisive = counts["A"] + counts["B"]
-    sign = None if decisive == 0 else {"n": decisive, "b_wins": counts["B"],
-                                       "p_value": float(binomtest(counts["B"], decisive, 0.5).pvalue)}
+    b_wins, a_wins = sum(p > 0.5 for p in points), sum(p < 0.5 for p in points)
+    decisive = a_wins + b_wins
+    sign = None if decisive == 0 else {"n": decisive, "b_wins": b_wins,
+                                       "p_value": float(binomtest(b_wins, decisive, 0.5).pvalue)}
     slots = [verdict for pair in valid for verdict in (pair.verdict_ab, pair.verdict_ba) if verdict in ("1", "2")]
     first = slots.count("1")
     consistent = counts["A"] + counts["B"] + counts["tie"]
+    repeated = [{pair.outcome for pair in repeats if pair.outcome != "invalid"} for repeats in questions
+                if sum(pair.outcome != "invalid" for pair in repeats) > 1]
+    agreement = None if not repeated else {
+        "n_questions": len(repeated), "n_unanimous": sum(len(outcomes) == 1 for outcomes in repeated),
+        "unanimous": sum(len(outcomes) == 1 for outcomes in repeated) / len(repeated)}
     return {
-        "n_pairs": len(pairs), "outcomes": {name: counts.get(name, 0) for name in OUTCOMES},
+        "n_pairs": len(questions), "n_judgments": len(judgments),
+        "outcomes": {name: counts.get(name, 0) for name in OUTCOMES},
         "win_rate_b": win_rate, "sign_test": sign,
         "position_bias": {
             "consistency": consistent / len(valid) if valid else None, "n_consistent": consistent,
+            "consistency_interval": _wilson(consistent, len(valid), confidence),
             "first_slot_rate": first / len(slots) if slots else None, "n_decisive_verdicts": len(slots),
             "first_slot_interval": _wilson(first, len(slots), confidence),
             "first_slot_p_value": float(binomtest(first, len(slots), 0.5).pvalue) if slots else None,
         },
+        "repeat_agreement": agreement,
     }

@@ -153,12 +153,7 @@ def select(table: pd.DataFrame, config: dict[str, Any], seed: int) -> Selection:
             f"the judge saw {len(ids)} answer(s) and none is eligible: sources seen "
             f"{dict(seen)}, eligible sources {eligible_sources}. Add a source to "
             f"judge.eligible_sources to judge it; nothing is reported as passed.")
-    sample_size = config["sample_size"]
-    if sample_size is None or sample_size >= len(eligible_ids):
-        judged = eligible_ids
-    else:
-        positions = np.sort(np.random.default_rng(seed).choice(len(eligible_ids), sample_size, replace=False))
-        judged = [eligible_ids[p] for p in positions]
+    judged = seeded_sample(eligible_ids, config["sample_size"], seed)
     judged_set = set(judged)
     return Selection(judged_ids=judged,
                      not_eligible_ids=[i for i, ok in zip(ids, eligible) if not ok],
@@ -167,6 +162,15 @@ def select(table: pd.DataFrame, config: dict[str, Any], seed: int) -> Selection:
 
 
 # ---------------------------------------------------------------- requests and scoring
+
+def seeded_sample(ids: list[str], size: int | None, seed: int) -> list[str]:
+    """`size` of `ids` drawn with numpy's default_rng(seed), in their order; all of them when
+    `size` is None or not smaller (judge.sample_size)."""
+    if size is None or size >= len(ids):
+        return list(ids)
+    positions = np.sort(np.random.default_rng(seed).choice(len(ids), size, replace=False))
+    return [ids[p] for p in positions]
+
 
 def repeats_of(config: dict[str, Any]) -> int:
     """How many times each sampled example is judged on each metric (judge.repeats, default 1)."""

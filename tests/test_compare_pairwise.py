@@ -1,0 +1,224 @@
+"""compare --pairwise: two runs' answers judged side by side, in both orders, against scripted
+judges on 127.0.0.1 (evalbook.compare.pairwise), and end to end on the session's two sample runs
+(the sample's answers against the truncated ones)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scipy.stats import binomtest
+
+from evalbook.compare import ComparisonError
+from evalbook.compare.document import validate_comparison
+from evalbook.compare.pairwise import JudgeUnreachable, judge_pairwise, plan_pairwise, select_pairs
+from evalbook.judge.estimate import OverBudget
+from evalbook.layout import FAILED_MARKER
+from evalbook.replycache import ReplyCache
+from faultserver import FaultServer
+from paths import ROOT
+
+BLOCKS = re.compile(r"<<<(ANSWER_[12])\n(.*?)\n\1>>>", re.DOTALL)
+IDS = [f"q{i}" for i in range(6)]
+
+
+def report(answers: dict[str, str | None], questions: dict[str, str] | None = None) -> dict:
+    return {"examples": [{"id": i, "question": (questions or {}).get(i, f"Question {i}?"), "generated_answer": a}
+                         for i, a in answers.items()]}
+
+
+BASELINE = report({i: f"Short answer {i}." for i in IDS})
+CANDIDATE = report({i: f"MARKER full answer {i}." for i in IDS})
+
+
+def first_slot(body) -> str:
+    return json.dumps({"reasoning": "The first one reads better.", "verdict": "1"})
+
+
+def marker(body) -> str:
+    answers = dict(BLOCKS.findall(body["messages"][-1]["content"]))
+    return json.dumps({"reasoning": "It carries the marker.", "verdict": "1" if "MARKER" in answers["ANSWER_1"] else "2"})
+
+
+@pytest.fixture
+def config(default_judge_config) -> dict:
+    return {**default_judge_config, "sample_size": None}
+
+
+def judged(tmp_path: Path, config: dict, script, baseline=BASELINE, candidate=CANDIDATE):
+    """The pairwise section, the server's chat calls and the plan's estimate."""
+    with FaultServer(reply=script) as server:
+        config = {**config, "base_url": server.base_url}
+        plan = plan_pairwise(baseline, candidate, config, ReplyCache(tmp_path / "judge.sqlite"))
+        section = judge_pairwise(plan)
+        return section, server.chat_calls, plan.planned
+
+
+def test_a_judge_that_always_picks_the_first_slot_gives_every_pair_inconsistent(tmp_path, config):
+    section, calls, planned = judged(tmp_path, config, first_slot)
+    assert calls == planned["calls"] == 2 * len(IDS) == section["calls"]["made"]
+    assert planned["requests_by_metric"] == {"pairwise": 2 * len(IDS)}
+    assert section["outcomes"] == {"A": 0, "B": 0, "tie": 0, "inconsistent": len(IDS), "invalid": 0}
+    bias = section["position_bias"]
+    assert bias["consistency"] == 0.0 and bias["first_slot_rate"] == 1.0
+    assert bias["first_slot_p_value"] == pytest.approx(binomtest(12, 12, 0.5).pvalue)
+    assert bias["first_slot_interval"]["low"] > 0.5  # the interval against 0.5 shows the bias
+    assert section["win_rate_b"]["mean"] == 0.5 and section["sign_test"] is None
+    assert {pair["preferred"] for pair in section["pairs"]} == {"neither"}
+
+
+def test_a_judge_that_follows_the_marker_is_consistent_and_names_the_candidate(tmp_path, config):
+    section, _, _ = judged(tmp_path, config, marker)
+    assert section["outcomes"]["B"] == len(IDS) and section["position_bias"]["consistency"] == 1.0
+    assert section["position_bias"]["first_slot_rate"] == 0.5
+    assert section["win_rate_b"] == {"mean": 1.0, "low": 1.0, "high": 1.0, "n": len(IDS)}
+    assert section["sign_test"] == {"n": 6, "b_wins": 6, "p_value": pytest.approx(2 * 0.5 ** 6)}
+    assert section["pairs"][0]["judgments"][0]["ab"] == {"verdict": "2", "reasoning": "It carries the marker.",
+                                                         "problem": None}
+
+
+def test_a_rerun_makes_no_call_and_gives_the_same_section(tmp_path, config):
+    with FaultServer(reply=marker) as server:
+        config = {**config, "base_url": server.base_url}
+        first = judge_pairwise(plan_pairwise(BASELINE, CANDIDATE, config, ReplyCache(tmp_path / "judge.sqlite")))
+        server.reply = first_slot  # a call made now would show in the outcomes
+        plan = plan_pairwise(BASELINE, CANDIDATE, config, ReplyCache(tmp_path / "judge.sqlite"))
+        again = judge_pairwise(plan)
+        assert server.chat_calls == 2 * len(IDS)
+    assert plan.planned["calls"] == 0 and plan.planned["cached"] == 2 * len(IDS)
+    strip = lambda section: {k: v for k, v in section.items() if k not in ("calls", "estimate")}
+    assert strip(again) == strip(first) and again["calls"]["cached"] == 2 * len(IDS)
+    assert again["calls"]["made"] == 0
+
+
+def test_only_the_shared_questions_are_judged_and_the_rest_is_counted_by_side(tmp_path, config):
+    baseline = report({"a": "x a", "b": "x b", "c": "x c", "d": "x d", "only-base": "x"})
+    candidate = report({"b": "MARKER b", "c": "MARKER c", "d": "", "a": "MARKER a", "only-cand-1": "y",
+                        "only-cand-2": "y"}, questions={"c": "Another question?"})
+    section, calls, _ = judged(tmp_path, config, marker, baseline, candidate)
+    selection = section["selection"]
+    assert [pair["id"] for pair in section["pairs"]] == ["a", "b"] and calls == 4
+    assert (selection["n_shared"], selection["n_judged"]) == (4, 2)
+    assert selection["only_baseline_ids"] == ["only-base"]
+    assert selection["only_candidate_ids"] == ["only-cand-1", "only-cand-2"]
+    assert selection["question_differs_ids"] == ["c"] and selection["no_answer_ids"] == ["d"]
+
+
+def test_two_runs_with_nothing_to_judge_are_refused_before_any_call(tmp_path, config):
+    with FaultServer(reply=marker) as server:
+        with pytest.raises(ComparisonError, match="no question to judge.*0 ids"):
+            plan_pairwise(report({"a": "x"}), report({"b": "y"}), {**config, "base_url": server.base_url},
+                          ReplyCache(tmp_path / "judge.sqlite"))
+        assert server.chat_calls == 0
+
+
+def test_the_sample_size_draws_the_judge_stages_seeded_sample(config):
+    chosen = select_pairs(BASELINE, CANDIDATE, {**config, "sample_size": 3, "sample_seed": 0})
+    again = select_pairs(BASELINE, CANDIDATE, {**config, "sample_size": 3, "sample_seed": 0})
+    assert len(chosen.judged) == 3 and chosen.judged == again.judged and len(chosen.not_sampled) == 3
+    assert chosen.judged == sorted(chosen.judged, key=IDS.index)
+
+
+def test_calls_over_the_budget_stop_before_the_first(tmp_path, config):
+    with FaultServer(reply=marker) as server:
+        with pytest.raises(OverBudget, match="12 calls"):
+            plan_pairwise(BASELINE, CANDIDATE, {**config, "base_url": server.base_url, "max_calls": 11},
+                          ReplyCache(tmp_path / "judge.sqlite"))
+        assert server.chat_calls == 0
+
+
+def test_no_judge_answering_is_said_before_any_call(tmp_path, config):
+    with pytest.raises(JudgeUnreachable, match="no judge server reachable"):
+        plan_pairwise(BASELINE, CANDIDATE, {**config, "base_url": "http://127.0.0.1:1/v1"},
+                      ReplyCache(tmp_path / "judge.sqlite"))
+
+
+def test_an_unparseable_reply_is_invalid_counted_and_kept_with_its_text(tmp_path, config):
+    section, _, _ = judged(tmp_path, {**config, "max_retries": 0}, lambda body: "yes.")
+    assert section["outcomes"]["invalid"] == len(IDS) and section["win_rate_b"] is None
+    assert section["position_bias"]["consistency"] is None
+    judgment = section["pairs"][0]["judgments"][0]
+    assert judgment["ab"]["verdict"] == "invalid" and "'yes.'" in judgment["ab"]["problem"]
+    assert section["pairs"][0]["preferred"] is None
+
+
+def test_repeats_are_judged_apart_and_their_agreement_is_shown(tmp_path, config):
+    def two_marker_one_first(body) -> str:  # the seed is the profile's + the repeat
+        return marker(body) if body["seed"] - config["seed"] < 2 else first_slot(body)
+
+    section, calls, planned = judged(tmp_path, {**config, "repeats": 3}, two_marker_one_first)
+    assert calls == planned["calls"] == 2 * 3 * len(IDS) and section["n_judgments"] == 3 * len(IDS)
+    assert section["outcomes"]["B"] == 2 * len(IDS) and section["outcomes"]["inconsistent"] == len(IDS)
+    assert section["repeat_agreement"] == {"n_questions": len(IDS), "n_unanimous": 0, "unanimous": 0.0}
+    assert section["pairs"][0]["points_b"] == pytest.approx((1 + 1 + 0.5) / 3)
+    assert section["win_rate_b"]["mean"] == pytest.approx(2.5 / 3) and section["sign_test"]["b_wins"] == len(IDS)
+
+
+# ---------------------------------------------------------------- end to end
+
+def longer_wins(body) -> str:
+    """Prefers the longer answer, and says so with markup a page must not run."""
+    answers = dict(BLOCKS.findall(body["messages"][-1]["content"]))
+    first, second = len(answers["ANSWER_1"]), len(answers["ANSWER_2"])
+    verdict = "tie" if first == second else "1" if first > second else "2"
+    return json.dumps({"reasoning": "<img src=x onerror=alert(1)> the longer one says more.", "verdict": verdict})
+
+
+def compare_cli(profile: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evalbook", "compare", "--params", str(profile), *args],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+
+
+@pytest.fixture(scope="module")
+def pairwise_comparison(sample_runs, tmp_path_factory):
+    """compare --pairwise on the sample (baseline) against its truncated answers (candidate)."""
+    cache = tmp_path_factory.mktemp("pairwise") / "judge.sqlite"
+    with FaultServer(reply=longer_wins) as server:
+        done = compare_cli(sample_runs.profile, "--baseline", sample_runs.baseline.run_id, "--candidate",
+                           sample_runs.candidate.run_id, "--pairwise", "-p", f"judge.base_url={server.base_url}",
+                           "-p", f"judge.cache_path={cache}")
+        calls = server.chat_calls
+    assert done.returncode == 0, done.stderr[-3000:]
+    path = Path(done.stdout.strip().splitlines()[-1])
+    return json.loads(path.read_text("utf-8")), path.with_suffix(""), calls, done
+
+
+@pytest.mark.slow
+def test_compare_pairwise_finds_the_truncated_answers_worse(pairwise_comparison):
+    doc, folder, calls, done = pairwise_comparison
+    validate_comparison(doc)
+    section = doc["pairwise"]
+    n = section["selection"]["n_judged"]
+    assert n == 5 and calls == 2 * n == section["estimate"]["calls"]  # the default profile's sample_size
+    assert section["outcomes"]["A"] == n and section["win_rate_b"]["mean"] == 0.0
+    assert section["position_bias"]["consistency"] == 1.0
+    assert "pairwise judging: 10 calls to make" in done.stderr
+    assert (folder / "figures" / "pairwise.png").is_file()
+
+
+@pytest.mark.slow
+def test_the_pairwise_page_leads_with_the_preference_and_escapes_the_reasoning(pairwise_comparison):
+    doc, folder, _, _ = pairwise_comparison
+    page = next(folder.glob("*.html"))
+    text = page.read_text("utf-8")
+    assert "<img src=x" not in text and html.escape("<img src=x onerror=alert(1)>") in text
+    words = html.unescape(re.sub(r"<[^>]+>", " ", text))
+    assert "The judge preferred the candidate on 0 of 5 questions and the baseline on 5" in re.sub(r"\s+", " ", words)
+    assert "the answer shown first won" in words
+
+
+@pytest.mark.slow
+def test_a_pairwise_comparison_without_a_judge_fails_marked_and_writes_no_comparison(sample_runs, tmp_path):
+    done = compare_cli(sample_runs.profile, "--baseline", sample_runs.baseline.run_id, "--candidate",
+                       sample_runs.candidate.run_id, "--pairwise", "-p", "judge.base_url=http://127.0.0.1:1/v1",
+                       "-p", f"judge.cache_path={tmp_path / 'judge.sqlite'}")
+    assert done.returncode == 1 and "pairwise judging could not start" in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    (failed,) = [marker for marker in sample_runs.candidate.run_dir.parent.rglob(FAILED_MARKER)
+                 if "pairwise" in marker.read_text("utf-8")]
+    assert not failed.parent.with_suffix(".json").exists()
