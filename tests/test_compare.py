@@ -647,7 +647,7 @@ def test_a_built_document_matches_the_schema_and_holds_no_nan():
     (lambda d: d["metrics"][0].update(mean_delta=None),
      r"metrics/0/mean_delta: None is not of type 'number'"),
     (lambda d: d["gates"]["judge"].update(extra=1), "gates/judge: Additional properties are not allowed"),
-    (lambda d: d.update(schema_version="2.0"), "schema_version: '1.4' was expected"),
+    (lambda d: d.update(schema_version="2.0"), "schema_version: '1.5' was expected"),
 ])
 def test_a_broken_document_fails_naming_the_violation(breakage, expected):
     doc = full_document()
