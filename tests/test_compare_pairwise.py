@@ -199,6 +199,9 @@ def test_compare_pairwise_finds_the_truncated_answers_worse(pairwise_comparison)
     assert section["position_bias"]["consistency"] == 1.0
     assert "pairwise judging: 10 calls to make" in done.stderr
     assert (folder / "figures" / "pairwise.png").is_file()
+    summary = (folder / "summary.md").read_text("utf-8")
+    assert "### Pairwise judging" in summary
+    assert "The judge preferred the candidate on 0 of 5 questions and the baseline on 5" in summary
 
 
 @pytest.mark.slow

@@ -163,21 +163,29 @@ def test_off_by_default_the_stage_makes_no_chunk_call_and_keeps_its_label(defaul
             == describe_judge(older, templates_for(older))["label"])
 
 
-def test_the_report_carries_the_three_metrics_and_validates(config, tmp_path):
+def context_report(config, tmp_path, rows: pd.DataFrame, run_id: str = "2d6b3516-cc7d-4cf4-ac99-07b0159bfb11",
+                   server: FaultServer | None = None):
+    """A report of `rows` judged on the context metrics by the scripted judge (`server`, else a
+    server of its own)."""
     from datetime import datetime, timezone
 
-    from evalbook.metrics import metric
-    from evalbook.report.document import build_report, validate_report
+    from evalbook.report.document import build_report
     from test_judge_stage import LOAD_COUNTS, PROVENANCE, scored_for
 
-    outcome, _, _ = run(config, tmp_path)
-    rows = table()
-    judged = {"summary": outcome.summary, "models_judge": outcome.models_judge, "records": outcome.records}
-    report = build_report(
-        run_id="2d6b3516-cc7d-4cf4-ac99-07b0159bfb11", timestamp=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    outcome, _, _ = run(config, tmp_path, rows) if server is None else judged(config, tmp_path, server, rows)
+    judgment = {"summary": outcome.summary, "models_judge": outcome.models_judge, "records": outcome.records}
+    return build_report(
+        run_id=run_id, timestamp=datetime(2026, 1, 1, tzinfo=timezone.utc),
         dataset={"name": "t", "split": "sample"}, models={"generator": "g", "bertscore": "b", "sentence_transformer": "s"},
         canonical=rows, scored=scored_for(rows), load_counts=LOAD_COUNTS, k=5, provenance=PROVENANCE,
-        judge=json.loads(json.dumps(judged)))
+        judge=json.loads(json.dumps(judgment)))
+
+
+def test_the_report_carries_the_three_metrics_and_validates(config, tmp_path):
+    from evalbook.metrics import metric
+    from evalbook.report.document import validate_report
+
+    report = context_report(config, tmp_path, table())
     validate_report(report)
     c1 = next(e for e in report["examples"] if e["id"] == "c1")
     assert metric("context_precision").value(c1) == 5 / 12
@@ -211,3 +219,27 @@ def test_the_page_shows_each_question_s_strip_with_reasons_and_relevance_by_rank
     assert list(by_rank["rank"]) == [1, 2, 3, 4, 5] and by_rank["relevant share"].iloc[0] == 0.5
     assert "judged 1.000 against 0.500 from the gold ids on 1 questions" in against_gold_text(outcome.summary)
     assert chunk_strip({"examples": [{"id": "x", "judge": {"status": "judged"}}]}).empty
+
+
+def test_a_comparison_compares_the_context_metrics_of_two_runs_under_one_judge(config, tmp_path):
+    """Through the registry: a candidate whose retriever ranks c1's two relevant chunks first."""
+    from datetime import datetime, timezone
+
+    from evalbook.compare.document import build_comparison, validate_comparison
+
+    reranked = table()
+    chunks = CHUNKS["c1"]
+    reranked.at[0, "retrieved_contexts"] = [chunks[2], chunks[3], chunks[0], chunks[1], chunks[4]]
+    with FaultServer(reply=judge) as server:  # one judge, so one judge label
+        baseline = context_report(config, tmp_path, table(), server=server)
+        candidate = context_report(config, tmp_path, reranked, "7c1b3516-cc7d-4cf4-ac99-07b0159bfb11", server)
+    doc = build_comparison(baseline, candidate, baseline_location="a.json", candidate_location="b.json",
+                           created_at=datetime(2026, 1, 2, tzinfo=timezone.utc))
+    validate_comparison(doc)
+    assert doc["gates"]["judge"]["compared"], doc["gates"]["judge"]
+    rows = {row["metric"]: row for row in doc["metrics"]}
+    precision = rows["context_precision"]
+    # c1, c2 and the empty retrieval (0 in both); the rows with ids only or no retrieval are not scored
+    assert precision["compared"] and precision["n"] == 3
+    assert precision["mean_delta"] == pytest.approx((1.0 - 5 / 12) / 3, abs=1e-12)
+    assert rows["context_relevance"]["mean_delta"] == 0.0  # the same chunks, in another order

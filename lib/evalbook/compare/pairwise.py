@@ -185,6 +185,11 @@ def judge_pairwise(plan: PairwisePlan, bootstrap: Bootstrap = BOOTSTRAP,
     }
 
 
+def preferred_counts(section: Mapping[str, Any]) -> dict[str, int]:
+    """How many questions' judgments preferred the baseline (A), the candidate (B) or neither."""
+    return {side: sum(pair["preferred"] == side for pair in section["pairs"]) for side in ("A", "B", "neither")}
+
+
 def left_out_sentence(section: Mapping[str, Any]) -> str:
     """What was not judged, in one sentence (the page and the summary)."""
     selection = section["selection"]

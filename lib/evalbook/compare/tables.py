@@ -12,10 +12,11 @@ from typing import Any
 import pandas as pd
 
 from evalbook.compare.document import ComparisonError
-from evalbook.compare.pairwise import left_out_sentence
+from evalbook.compare.pairwise import left_out_sentence, preferred_counts
 from evalbook.escaping import readable_table
 from evalbook.formatting import as_written, interval, p_value, percent
 from evalbook.judge.display import verdict_text
+from evalbook.judge.estimate import describe
 from evalbook.metrics import METRICS
 from evalbook.metrics import metric as registered
 from evalbook.templating import render
@@ -328,8 +329,8 @@ def pairwise_html(doc: dict[str, Any]) -> str:
     section = doc.get("pairwise")
     if not section:
         return render("compare_pairwise.html", pairwise=None)
-    preferred = {side: sum(pair["preferred"] == side for pair in section["pairs"]) for side in PAIRWISE_SIDES}
-    return render("compare_pairwise.html", pairwise=section, preferred=preferred,
+    return render("compare_pairwise.html", pairwise=section, preferred=preferred_counts(section),
+                  estimate=describe(section["estimate"]),
                   confidence=doc["parameters"]["confidence"], left_out=left_out_sentence(section))
 
 

@@ -33,6 +33,7 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from evalbook.compare.gate import PASS_SUFFIX
+from evalbook.compare.pairwise import left_out_sentence, preferred_counts
 from evalbook.compare.tables import pairing_warnings, slices_moved
 from evalbook.escaping import shown_text
 from evalbook.files import write_new
@@ -142,8 +143,15 @@ def comparison_summary_md(comparison: dict[str, Any], baseline: dict[str, Any], 
                   warnings=pairing_warnings(comparison), gate=_gate(comparison),
                   confidence=comparison["parameters"]["confidence"], **_deltas(comparison),
                   slices=slices_moved(comparison), **_both_runs(baseline, candidate),
-                  regressions=_regressions(comparison),
+                  regressions=_regressions(comparison), **_pairwise(comparison),
                   tolerance=comparison["parameters"]["tolerance"], links=_quoted(links))
+
+
+def _pairwise(comparison: dict[str, Any]) -> dict[str, Any]:
+    section = comparison.get("pairwise")
+    if not section:
+        return {"pairwise": None}
+    return {"pairwise": section, "preferred": preferred_counts(section), "left_out": left_out_sentence(section)}
 
 
 # ---------------------------------------------------------------- writing
