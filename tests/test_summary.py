@@ -72,6 +72,26 @@ def test_escaped_text_is_also_safe_as_html():
         assert hostile.payload_elements(markdown().render(escaped)) == []
 
 
+@pytest.mark.parametrize("text", [
+    "evalbook-sample", "68c3330c-0892-4f1e-9d3a-1b2c3d4e5f60", "127.0.0.1:8080; then retried",
+    "BERTScore's token limit", 'the "note" field', "judge.sample_size (the default profile's 5)",
+    "50% of 12, 3 + 4 = 7?", "MRR@k (k = 5)", "groundedness_pass<-0.05", "s3://bucket/key.json", "C:/data/file.csv"])
+def test_plain_text_reads_as_written_in_the_raw_markdown(text):
+    """Only what GitHub's Markdown acts on is escaped, so that summary.md reads naturally raw."""
+    assert escape_markdown(text) == text.replace("<", "&lt;")  # an entity: safe as HTML too
+
+
+@pytest.mark.parametrize("text, escaped", [
+    ("see https://example.com", r"see https\://example.com"), ("www.example.com", r"www\.example.com"),
+    ("mail me@example.com", r"mail me\@example.com"), ("a_b and _c_", r"a_b and \_c\_"),
+    ("# title", r"\# title"), ("- item", r"\- item"), ("1. first", r"1\. first"), ("2) second", r"2\) second"),
+    ("+ plus", r"\+ plus"), ("===", r"\==="), ("---", r"\---"), ("#tag and = sign", "#tag and = sign"), ("&amp; &#39; & alone", r"&amp;amp; &amp;#39; & alone"),
+    ("$x^2$", r"\$x^2\$"), ("[a](b)", r"\[a\](b)"), ("a | b", r"a \| b"), ("~~x~~", r"\~\~x\~\~"),
+    ("`code`", r"\`code\`"), ("*bold*", r"\*bold\*"), (r"back\slash", r"back\\slash"), ("<b>", "&lt;b&gt;")])
+def test_what_markdown_acts_on_is_escaped(text, escaped):
+    assert escape_markdown(text) == escaped
+
+
 # ---------------------------------------------------------------- reading a summary as a parser does
 
 @dataclass
@@ -193,6 +213,16 @@ def test_a_run_writes_its_summary_with_the_reports_numbers(sample_runs):
     assert "no judge ran" in parsed.text
     assert_links_exist(parsed, run.run_dir)
     assert "04_report.noinput.html" in parsed.links
+
+
+def test_a_runs_summary_reads_naturally_in_the_raw_file(sample_runs):
+    """Ids, names and notes as written: no backslash before a hyphen or a dot, no HTML entity for
+    an apostrophe (what the raw file read like before only Markdown's own syntax was escaped)."""
+    run = sample_runs.baseline
+    raw = (run.run_dir / SUMMARY_FILE).read_text("utf-8")
+    assert "evalbook run: evalbook-sample (sample)" in raw and f"Run {run.run_id} " in raw
+    assert "| cut at BERTScore's token limit |" in raw and "MRR@k (k = " in raw
+    assert not re.search(r"\\[-.:;()']|&#x27;", raw), re.findall(r".{20}(?:\\[-.:;()']|&#x27;).{20}", raw)
 
 
 def test_a_judged_runs_summary_gives_each_pass_rate_at_its_threshold(sample_runs):

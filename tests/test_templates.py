@@ -83,7 +83,7 @@ def test_a_markdown_template_escapes_by_default_and_numbers_stay_plain(tmp_path)
 
     env = environment().overlay(loader=DictLoader({"t.md": "{{ text }} {{ delta|signed }} {{ p|p_value }}"}))
     assert env.get_template("t.md").render(text="*bold* [x](y)", delta=0.0125, p=0.0001) == \
-        "\\*bold\\* \\[x\\]\\(y\\) +0.013 < 0.001"
+        "\\*bold\\* \\[x\\](y) +0.013 < 0.001"  # the ( ) of a link need no escape once [ ] have one
 
 
 def test_an_undefined_name_is_an_error_not_an_empty_string():

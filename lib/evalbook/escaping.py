@@ -64,27 +64,47 @@ def escape_html(value: Any) -> str:
     return html.escape(visible_controls(str(value)), quote=True)
 
 
-# Markdown's own punctuation, each written behind a backslash; the five HTML escapes as entities.
-_MARKDOWN_PUNCTUATION = re.compile(r"[!#$%()*+,\-./:;=?@\[\\\]^_`{|}~&<>\"']")
-_HTML_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"}
+# What GitHub's Markdown acts on inside a line, and only that (so that an id, a host:port or a
+# dotted name reads in the raw file as written):
+# - always: the backslash, code (`), emphasis (*), links and footnotes ([ ]), table cells (|),
+#   strikethrough (~) and math ($);
+# - `_` where it could open or close emphasis, that is unless a letter or digit is on both sides;
+# - `&` where it starts an entity reference, and `<` `>` (raw HTML, autolinks, quotes), written
+#   as entities, so that the text is also inert as HTML;
+# - the bare links GitHub makes: the `:` of `scheme://`, `mailto:` and `xmpp:`, the `.` of `www.`
+#   and the `@` of an e-mail address (a dotted domain after it);
+# - at the start of the text, what starts a block there: a heading (# and a space), a list item
+#   (- or + and a space, a number and . or ) and a space), a thematic break or setext underline
+#   (a text of only - or =).
+_MARKDOWN_INLINE = re.compile(
+    r"[\\`*\[\]|~$<>]"
+    r"|&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{0,31};)"
+    r"|(?<![^\W_])_|_(?![^\W_])"
+    r"|(?i:(?<=http)|(?<=https)|(?<=ftp)):(?=//)|(?i:(?<=mailto)|(?<=xmpp)):"
+    r"|(?i:(?<=www))\."
+    r"|(?<=[\w.+-])@(?=[\w-]+\.[\w-])"
+    r"|^ ?#(?=#{0,5}(?: |$))|^ ?[+-](?= |$)|^ ?-(?=[- ]*$)|^ ?=(?=[= ]*$)"
+    r"|^ ?[0-9]{1,9}[.)](?= |$)")
+_HTML_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _WHITESPACE_RUN = re.compile(r"[ \t\r\n]+")
 
 
 def _markdown_escape(match: re.Match[str]) -> str:
-    character = match.group()
-    return _HTML_ENTITIES.get(character, "\\" + character)
+    found = match.group()
+    prefix, character = found[:-1], found[-1]  # a block marker may follow a space or a number
+    return prefix + _HTML_ENTITIES.get(character, "\\" + character)
 
 
 def escape_markdown(value: Any) -> str:
     """The text of `value` (str() of it) as one line of GitHub-flavoured Markdown that renders as
     that text and nothing else: no markup, link, image, code, emphasis, heading, list or table
-    break. Control characters become visible escapes as in escape_html; every ASCII punctuation
-    character is escaped, HTML's five as entities (so the line is also safe as HTML) and the
-    rest behind a backslash (which also stops GitHub's bare-URL links); each run of whitespace,
-    line breaks included, is one space, as HTML shows it. GitHub still links @mentions and
-    #numbers in rendered text: no escape reaches those."""
+    break. Control characters become visible escapes as in escape_html; each run of whitespace,
+    line breaks included, is one space, as HTML shows it. Only what Markdown would act on is
+    escaped (see _MARKDOWN_INLINE), so that `127.0.0.1:8080` or `evalbook-sample` reads as
+    written in the raw file; `&`, `<` and `>` become entities, so the line is also inert as HTML.
+    GitHub still links @mentions and #numbers in rendered text: no escape reaches those."""
     text = _WHITESPACE_RUN.sub(" ", visible_controls(str(value)))
-    return _MARKDOWN_PUNCTUATION.sub(_markdown_escape, text)
+    return _MARKDOWN_INLINE.sub(_markdown_escape, text)
 
 
 def cell_html(value: Any, precision: int = 3) -> str:
