@@ -424,10 +424,10 @@ def test_an_item_carries_the_example_s_fields():
 
 # ---------------------------------------------------------------- profiles
 
-def test_the_readme_s_profile_for_your_own_service_replaces_the_example_s_request_whole(tmp_path, monkeypatch):
+def test_the_docs_profile_for_your_own_service_replaces_the_example_s_request_whole(tmp_path, monkeypatch):
     import re
 
-    block = re.search(r"```yaml\n(# params/my-rag.yaml\n.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    block = re.search(r"```yaml\n(# params/my-rag.yaml\n.*?)```", (ROOT / "docs" / "generate.md").read_text(), re.S).group(1)
     profile = tmp_path / "my-rag.yaml"
     profile.write_text(block.replace("extends: generate-local.yaml", f"extends: {ROOT / 'params' / 'generate-local.yaml'}"))
     section = load_profile(profile)["generate"]
