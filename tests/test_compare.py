@@ -39,6 +39,7 @@ from evalbook.report.reader import ReportUnreadable, read_report
 from evalbook.stats import bootstrap_mean_ci, direction_fractions, paired_deltas
 from evalbook.validation import comparison_schema, validate_report
 from evalbook.stats import summarize
+from evalbook.metrics import metric as registered
 from evalbook.score.retrieval import retrieval_scores
 
 CREATED = datetime(2026, 12, 1, 9, 30, 0, tzinfo=timezone.utc)
@@ -580,7 +581,7 @@ def test_a_degradation_lists_the_worst_regressions_first():
     long = deltas_frame(doc)
     assert list(long.columns) == ["id", "metric", "baseline", "candidate", "delta"]
     assert len(long) == 20 * len(EMBEDDING)
-    assert list(metric_table(doc).index) == list(EMBEDDING)
+    assert list(metric_table(doc).index) == [registered(name).label for name in EMBEDDING]
 
 
 def test_a_metric_missing_in_one_run_has_n_zero_and_a_reason():
@@ -683,8 +684,8 @@ def test_the_notebook_tables():
     assert runs.loc["generator"].tolist() == ["base-generator", "cand-generator"]
     assert runs.loc["judge"].tolist() == [LABEL_A, LABEL_A]
     table = metric_table(doc)
-    assert list(table.index) == [*EMBEDDING, *RETRIEVAL, *JUDGE_METRICS]
-    assert table.loc["bertscore_f1", "delta"] == pytest.approx(-0.05)
+    assert list(table.index) == [registered(name).label_at(5) for name in (*EMBEDDING, *RETRIEVAL, *JUDGE_METRICS)]
+    assert table.loc["BERTScore F1", "delta"] == pytest.approx(-0.05)
     assert "95% CI low" in table.columns
     grounded = regressions_table(doc, "groundedness")
     assert grounded["baseline_judge"].iloc[0] == "✓ base:e000 statement — base:e000 justification"
@@ -939,3 +940,35 @@ def test_what_changed_lists_the_resolved_parameters_that_differ_beyond_the_overr
                                candidate=reports[1], output_dir=tmp_path, output_path=tmp_path / "c.json",
                                run_id="t", interactive=True, settings=DEFAULTS)
     assert remote.params_differences() is None
+
+
+def test_every_retrieval_metric_is_named_with_its_k_where_a_comparison_names_it():
+    """The verdict, the metric table, the regressions' headings, the delta figure and summary.md
+    write the runs' k into a retrieval metric's name (MRR@5); runs at different k keep @k."""
+    from evalbook.compare.figures import delta_figure
+    from evalbook.compare.tables import deltas_frame, verdict_html
+    from evalbook.metrics import metric as registered
+    from evalbook.publish.summary import comparison_summary_md
+
+    doc = full_document()
+    assert "MRR@5" in verdict_html(doc) and "top-5 match" in verdict_html(doc)
+    table = metric_table(doc)
+    assert {"top-5 match", "MRR@5", "precision@5", "recall@5", "nDCG@5"} <= set(table.index), list(table.index)
+    assert "bertscore_f1" not in table.index and registered("bertscore_f1").label in table.index
+    for name in doc["regressions"]:
+        if registered(name).kind == "retrieval":
+            assert registered(name).label_at(5) in regressions_heading(doc, name), name
+    titles = [ax.get_title(loc="left") for ax in delta_figure(deltas_frame(doc), k=5).axes]
+    assert any(title.startswith("MRR@5") for title in titles), titles
+    scores = seeded_scores(12)
+    retrieval = {i: n % 2 == 0 for n, i in enumerate(scores)}
+    baseline = make_report(scores, retrieval=retrieval)
+    candidate = make_report({i: v - 0.05 for i, v in scores.items()}, tag="cand",
+                            retrieval={i: not hit for i, hit in retrieval.items()})
+    summary = comparison_summary_md(compare(baseline, candidate), baseline, candidate, [])
+    assert "| MRR@5 |" in summary and "| top-5 match |" in summary
+
+    scores = dict.fromkeys(["a", "b"], 0.5)
+    apart = compare(make_report(scores, retrieval={"a": True, "b": False}, k=5),
+                    make_report(scores, tag="cand", retrieval={"a": True, "b": True}, k=10))
+    assert "MRR@k" in metric_table(apart).index

@@ -168,7 +168,7 @@ def test_a_candidate_without_slices_gets_a_note_saying_why():
                                  "schema 1.9 on, so run the candidate again to see which slices moved")
     html = slices_html(doc)
     assert f"<strong>By slice:</strong> not compared: {section['reason']}." in html
-    assert f"Not compared by slice: the candidate report \\(schema 1\\.8\\) has no slices" in markdown_of(doc)
+    assert "Not compared by slice: the candidate report (schema 1.8) has no slices" in markdown_of(doc)
     unsliced = compare(baseline, candidate)  # a report of 1.9 built without slicing: slices null
     assert unsliced["slices"]["reason"] == "the candidate run was reported without slicing"
     assert compare(before_slices(baseline), sliced(candidate, {"source": ["a", "b"] * 6}))["slices"]["compared"]

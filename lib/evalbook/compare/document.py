@@ -303,6 +303,18 @@ def build_comparison(baseline: RunReport | dict[str, Any], candidate: RunReport 
     }
 
 
+def compared_k(doc: dict[str, Any]) -> int | None:
+    """The k both runs measured retrieval at, which names their retrieval metrics (MRR@5); None
+    when either has none or they differ (the names then keep @k, and the gate says why)."""
+    k = doc["baseline"].get("k")
+    return k if k is not None and k == doc["candidate"].get("k") else None
+
+
+def metric_label(doc: dict[str, Any], name: str) -> str:
+    """How a comparison names a metric: its label, a retrieval metric's with the runs' k."""
+    return registered(name).label_at(compared_k(doc))
+
+
 # ---------------------------------------------------------------- schema and storage
 
 def validate_comparison(doc: dict[str, Any]) -> None:

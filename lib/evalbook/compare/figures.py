@@ -15,7 +15,7 @@ from evalbook.report.figures import new_figure, styled
 DELTA_COLUMNS = ("id", "metric", "baseline", "candidate", "delta")
 
 
-def _delta_panel(ax, rows: pd.DataFrame, metric: str) -> None:
+def _delta_panel(ax, rows: pd.DataFrame, metric: str, k: int | None) -> None:
     """Sorted per-example changes, worst first; changes for the worse in full colour."""
     style = registered(metric)
     present = rows[rows["delta"].notna()]
@@ -29,7 +29,7 @@ def _delta_panel(ax, rows: pd.DataFrame, metric: str) -> None:
     ax.set_xticks([])
     ax.set_ylabel("Δ")
     better = int((ordered["gain"] > 0).sum())
-    title = (f"{style.label}: {int(worse.sum())} worse, {better} better, "
+    title = (f"{style.label_at(k)}: {int(worse.sum())} worse, {better} better, "
              f"{len(ordered) - int(worse.sum()) - better} unchanged of {len(ordered)}")
     if len(present) < len(rows):
         title += f" ({len(rows) - len(present)} without a delta)"
@@ -41,12 +41,13 @@ def _delta_panel(ax, rows: pd.DataFrame, metric: str) -> None:
 
 
 @styled
-def delta_figure(deltas: pd.DataFrame) -> Figure | None:
+def delta_figure(deltas: pd.DataFrame, k: int | None = None) -> Figure | None:
     """One panel per metric of per-example changes (candidate - baseline), sorted, zero line drawn.
 
     `deltas` is long: columns id, metric, baseline, candidate, delta. A change for the worse
     (delta < 0, or > 0 where lower is better, as for rank) is drawn in full colour, others pale;
     the three worst are named. Rows with a missing delta are counted. None when no row has a delta.
+    `k`, the runs' k (compare.document.compared_k), names the retrieval metrics' panels.
     """
     missing = [c for c in DELTA_COLUMNS if c not in deltas.columns]
     if missing:
@@ -59,7 +60,7 @@ def delta_figure(deltas: pd.DataFrame) -> Figure | None:
         return None
     fig, axes = new_figure(len(metrics), 1, figsize=(9, 0.6 + 2.3 * len(metrics)), squeeze=False)
     for ax, metric in zip(axes[:, 0], metrics):
-        _delta_panel(ax, deltas[deltas["metric"] == metric], metric)
+        _delta_panel(ax, deltas[deltas["metric"] == metric], metric, k)
     axes[-1, 0].set_xlabel("examples, sorted from the worst change to the best")
     fig.suptitle("Per-example change, candidate − baseline")
     return fig

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from evalbook.compare.document import ComparisonError
+from evalbook.compare.document import ComparisonError, metric_label
 from evalbook.compare.pairwise import left_out_sentence, preferred_counts
 from evalbook.escaping import readable_table
 from evalbook.formatting import as_written, interval, p_value, percent
@@ -132,11 +132,11 @@ def changes(doc: dict[str, Any], params: list[tuple[str, Any, Any]] | None = Non
     return lines
 
 
-def _headline_line(row: dict[str, Any]) -> dict[str, Any]:
+def _headline_line(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     """One headline metric for the verdict: its label and, when compared, which way its paired mean
     delta moved, the interval, whether it holds 0, and how many examples got worse and better;
     otherwise why it was not compared."""
-    line = {"label": registered(row["metric"]).label, "compared": row["compared"],
+    line = {"label": metric_label(doc, row["metric"]), "compared": row["compared"],
             "reason": row["reason"] or "no delta"}
     if row["compared"]:
         delta, low, high = row["mean_delta"], row["ci_low"], row["ci_high"]
@@ -152,7 +152,7 @@ def verdict_html(doc: dict[str, Any], params: list[tuple[str, Any, Any]] | None 
     paired count, after what changed between the runs (`changes`)."""
     headline = {m.name for m in METRICS if m.headline}
     return render("compare_verdict.html", warnings=pairing_warnings(doc),
-                  headline=[_headline_line(row) for row in doc["metrics"] if row["metric"] in headline],
+                  headline=[_headline_line(doc, row) for row in doc["metrics"] if row["metric"] in headline],
                   confidence=doc["parameters"]["confidence"], changed=changes(doc, params),
                   pairing=doc["pairing"])
 
@@ -185,7 +185,7 @@ def comparability_notes(doc: dict[str, Any]) -> str:
 def metric_table(doc: dict[str, Any]) -> pd.DataFrame:
     """The metric table for reading: means, delta with its interval, direction shares, why not compared."""
     confidence = percent(doc["parameters"]["confidence"])
-    rows = [{"metric": r["metric"], "n": r["n"], "n_skipped": r["n_skipped"],
+    rows = [{"metric": metric_label(doc, r["metric"]), "n": r["n"], "n_skipped": r["n_skipped"],
              "baseline": r["baseline_mean"], "candidate": r["candidate_mean"], "delta": r["mean_delta"],
              f"{confidence} CI low": r["ci_low"], f"{confidence} CI high": r["ci_high"],
              "better": r["fraction_better"], "worse": r["fraction_worse"],
@@ -217,13 +217,14 @@ def regressions_table(doc: dict[str, Any], metric: str) -> pd.DataFrame:
 
 def regressions_heading(doc: dict[str, Any], metric: str) -> str:
     """HTML: the heading over one metric's regressions, its name escaped."""
-    return render("compare_regressions_heading.html", metric=metric, n=len(doc["regressions"][metric]))
+    return render("compare_regressions_heading.html", metric=metric_label(doc, metric),
+                  n=len(doc["regressions"][metric]))
 
 
 def regressions_styled(doc: dict[str, Any], metric: str):
     """regressions_table for reading: full answers side by side, wrapped, the delta shaded red."""
     frame = regressions_table(doc, metric)
-    caption = (f"{metric}: the {len(frame)} largest regressions (delta = candidate - baseline; "
+    caption = (f"{metric_label(doc, metric)}: the {len(frame)} largest regressions (delta = candidate - baseline; "
                f"tolerance {as_written(doc['parameters']['tolerance'])})")
     styler = readable_table(frame, caption)
     if len(frame):
@@ -250,10 +251,10 @@ def _q_text(q: Any) -> str:
     return f"q {shown}" if shown.startswith("<") else f"q = {shown}"
 
 
-def _slice_line(level: dict[str, Any]) -> dict[str, Any]:
+def _slice_line(doc: dict[str, Any], level: dict[str, Any]) -> dict[str, Any]:
     """One level as the first screen and summary.md name it (plain values; the templates word it)."""
     return {"topic": level["kind"] == "topic", "slice": level["slice"], "level": level["level"],
-            "label": registered(level["metric"]).label, "delta": level["mean"], "low": level["low"],
+            "label": metric_label(doc, level["metric"]), "delta": level["mean"], "low": level["low"],
             "high": level["high"], "rest": level["rest_mean"], "n": level["n"], "q": _q_text(level["q_value"]),
             "set_aside": level["set_aside"], "lead": _lead(level) if level["verdict"] in ("worse", "better") else None}
 
@@ -285,9 +286,9 @@ def slices_moved(doc: dict[str, Any]) -> dict[str, Any]:
     for level in flagged:
         key = (level["slice"], level["level"], level["verdict"])
         if key in grouped:
-            grouped[key]["also"].append(registered(level["metric"]).label)
+            grouped[key]["also"].append(metric_label(doc, level["metric"]))
         else:
-            grouped[key] = {**_slice_line(level), "also": []}
+            grouped[key] = {**_slice_line(doc, level), "also": []}
     lines = list(grouped.values())
     headline = {m.name for m in METRICS if m.headline}
     moved = [level for level in section["moved_most"] if level["metric"] in headline] or section["moved_most"]
@@ -295,7 +296,7 @@ def slices_moved(doc: dict[str, Any]) -> dict[str, Any]:
             "q_threshold": section["settings"]["q_threshold"], "min_n": section["settings"]["min_n"],
             "confidence": section["settings"]["confidence"],
             "flagged": lines[:FLAGGED_SHOWN], "more": max(len(lines) - FLAGGED_SHOWN, 0),
-            "moved_most": [_slice_line(level) for level in moved]}
+            "moved_most": [_slice_line(doc, level) for level in moved]}
 
 
 def slices_html(doc: dict[str, Any]) -> str:

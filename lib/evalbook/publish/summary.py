@@ -32,6 +32,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from evalbook.compare.document import metric_label
 from evalbook.compare.gate import PASS_SUFFIX
 from evalbook.compare.pairwise import left_out_sentence, preferred_counts
 from evalbook.compare.tables import pairing_warnings, slices_moved
@@ -99,7 +100,7 @@ def _gate(comparison: dict[str, Any]) -> dict[str, Any] | None:
 
 def _deltas(comparison: dict[str, Any]) -> dict[str, Any]:
     """Each compared metric's row with its label; the metrics not compared, with why."""
-    labelled = [{**row, "label": registered(row["metric"]).label} for row in comparison["metrics"]]
+    labelled = [{**row, "label": metric_label(comparison, row["metric"])} for row in comparison["metrics"]]
     return {"compared": [row for row in labelled if row["compared"]],
             "not_compared": [{"label": row["label"], "reason": row["reason"] or "no delta"}
                              for row in labelled if not row["compared"]]}
@@ -127,7 +128,7 @@ def _regressions(comparison: dict[str, Any]) -> list[dict[str, Any]]:
     failed = [rule["metric"] if rule["metric"] in regressed else rule["metric"].removesuffix(PASS_SUFFIX)
               for rule in (comparison.get("gate") or {}).get("rules", []) if rule["failed"]]
     chosen = [name for name in dict.fromkeys([*headline[:1], *failed]) if name in regressed]
-    return [{"label": registered(name).label,
+    return [{"label": metric_label(comparison, name),
              "worst": [{"id": entry["id"], "delta": entry["delta"],
                         **{key: shortened(entry[key]) for key in ("question", "baseline_answer", "candidate_answer")}}
                        for entry in regressed[name][:REGRESSIONS_SHOWN]]}
