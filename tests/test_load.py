@@ -676,6 +676,34 @@ def test_predictions_carry_retrieval_and_source(tmp_path):
     assert result.counts["n_with_retrieval"] == 1
 
 
+def test_gold_ids_given_with_the_predictions_are_kept(tmp_path):
+    """The gold ids may come with the system's retrieval; where the input gives them too they must agree."""
+    examples = write_jsonl(tmp_path / "examples.jsonl", [example(1), example(2, gold_id="d2"), example(3)])
+    predictions = write_jsonl(tmp_path / "predictions.jsonl", [
+        {"id": "ex1", "generated_answer": "a", "retrieved_ids": ["d9", "d1"], "gold_id": "d1"},
+        {"id": "ex2", "generated_answer": "b", "retrieved_ids": ["d2"], "gold_ids": ["d2"]},
+        {"id": "ex3", "generated_answer": "c", "retrieved_ids": ["d3"], "gold_ids": ["d3", "d4"]},
+    ])
+    result = load_evaluation_set(str(examples), str(predictions))
+    rows = records(result.table)
+    assert [(r["gold_id"], r["gold_ids"]) for r in rows] == [("d1", None), ("d2", None), (None, ["d3", "d4"])]
+    assert result.counts["n_retrieved_ids_without_gold_id"] == 0
+
+
+def test_gold_ids_that_disagree_with_the_inputs_are_refused_naming_both_rows(tmp_path):
+    examples = write_jsonl(tmp_path / "examples.jsonl", [example(1, gold_id="d1"), example(2, gold_ids=["d2", "d5"])])
+    predictions = write_jsonl(tmp_path / "predictions.jsonl", [
+        {"id": "ex2", "generated_answer": "b", "gold_ids": ["d2"]},
+        {"id": "ex1", "generated_answer": "a", "gold_id": "d7"},
+    ])
+    with pytest.raises(LoadError) as caught:
+        load_evaluation_set(str(examples), str(predictions))
+    message = str(caught.value)
+    assert_names(caught.value, predictions, rows=[1, 2])
+    assert "ex1" in message and "'d7'" in message and "'d1'" in message and str(examples) in message
+    assert "ex2" in message and "give the gold ids in one file" in message
+
+
 def test_empty_answers_are_kept_and_flagged(tmp_path):
     rows = [example(1, generated_answer="ochre"), example(2, generated_answer=""),
             example(3, generated_answer="   \n"), example(4, answer=" ", generated_answer="x")]

@@ -44,6 +44,7 @@ RETRIEVED_COLUMNS = ("retrieved_ids", "retrieved_contexts")  # the system's resu
 GOLD_IDS = "gold_ids"  # optional: the ids of every document relevant to the question, instead of gold_id
 LIST_COLUMNS = (*RETRIEVED_COLUMNS, GOLD_IDS)
 OPTIONAL_TEXT_COLUMNS = ("gold_id", "source")
+GOLD_COLUMNS = ("gold_id", GOLD_IDS)  # the relevant documents' ids, from the input or the predictions
 CONVERSATION = "conversation"  # optional multi-turn transcript: [{"role": ..., "content": ...}, ...]
 METADATA = "metadata"  # the canonical column that carries every input column evalbook does not read
 GENERATOR = "generator"  # optional: the system that wrote the row's answer, for the report
@@ -774,8 +775,50 @@ def _join(examples: pd.DataFrame, predictions: pd.DataFrame, input_path: str,
                         "an example has a generated answer: nothing to score",
                         column="generated_answer", rows=predictions.loc[matched, "__row"].tolist())
     carried = [c for c in ("generated_answer", *PREDICTION_COLUMNS, *metadata) if c in predictions.columns]
-    joined = examples.merge(predictions[["id", *carried]], on="id", how="left")
-    return joined, predictions.loc[~matched, "id"].tolist()
+    gold = [c for c in GOLD_COLUMNS if c in predictions.columns]
+    given = predictions[["id", *carried]].assign(
+        __prediction_row=predictions["__row"], **{f"__predicted_{c}": predictions[c] for c in gold})
+    joined = examples.merge(given, on="id", how="left")
+    if gold:
+        joined = _gold_from_predictions(joined, gold, input_path, predictions_path)
+    return joined.drop(columns="__prediction_row"), predictions.loc[~matched, "id"].tolist()
+
+
+def _relevant(single: Any, several: Any) -> frozenset[str] | None:
+    """A row's relevant document ids, from its gold_id or gold_ids; None when it gives neither."""
+    if isinstance(single, str):
+        return frozenset([single])
+    if several is not None and not is_missing(several):
+        return frozenset(several)
+    return None
+
+
+def _gold_from_predictions(joined: pd.DataFrame, gold: list[str], input_path: str,
+                           predictions_path: str) -> pd.DataFrame:
+    """The gold ids a predictions file gives, kept: a row of the input without its own takes
+    them; a row whose own disagree is an error naming both files' rows (LoadError)."""
+    def column(name: str) -> list[Any]:
+        return joined[name].tolist() if name in joined.columns else [None] * len(joined)
+
+    own = [_relevant(a, b) for a, b in zip(column("gold_id"), column(GOLD_IDS))]
+    predicted = [_relevant(a, b) for a, b in zip(column("__predicted_gold_id"), column(f"__predicted_{GOLD_IDS}"))]
+    disagree = [i for i, (mine, theirs) in enumerate(zip(own, predicted))
+                if mine is not None and theirs is not None and mine != theirs]
+    if disagree:
+        shown = "; ".join(f"{joined['id'].iat[i]}: {sorted(predicted[i])} here, {sorted(own[i])} in {input_path} "
+                          f"(row {joined['__row'].iat[i]})" for i in disagree[:SHOWN_ROWS])
+        more = f" and {len(disagree) - SHOWN_ROWS} more" if len(disagree) > SHOWN_ROWS else ""
+        raise LoadError(predictions_path, f"the gold ids of {len(disagree)} example(s) disagree with the "
+                        f"input's: {shown}{more}; give the gold ids in one file, or make them agree",
+                        rows=sorted(int(joined["__prediction_row"].iat[i]) for i in disagree))
+    take = [mine is None and theirs is not None for mine, theirs in zip(own, predicted)]
+    for name in GOLD_COLUMNS:
+        values = column(name)
+        if f"__predicted_{name}" in joined.columns:
+            values = [theirs if taken else mine
+                      for mine, theirs, taken in zip(values, joined[f"__predicted_{name}"].tolist(), take)]
+        joined[name] = pd.Series(values, index=joined.index, dtype=object)
+    return joined.drop(columns=[f"__predicted_{name}" for name in gold])
 
 
 def _answers_in_input(examples: pd.DataFrame, input_path: str) -> pd.DataFrame:
