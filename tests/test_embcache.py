@@ -128,6 +128,38 @@ def test_a_damaged_entry_is_detected_warned_and_rewritten(tmp_path, damage):
         assert np.array_equal(cache.get(key_of(4)), stored_array(4))
 
 
+def bundle_keys(n: int) -> list[str]:
+    return [key_of(100 + index) for index in range(n)]
+
+
+def test_a_bundle_is_one_file_read_back_as_one_exact_array(tmp_path):
+    keys, array = bundle_keys(5), stored_array(0)[:5]
+    EmbeddingCache(tmp_path, GIB).put_bundle(keys, array)
+    assert len(entry_names(tmp_path)) == 1
+    cache = EmbeddingCache(tmp_path, GIB)
+    read = cache.get_bundle(keys)
+    assert read.dtype == np.float32 and read.tobytes() == array.tobytes()
+    # a bundle serves each of its texts: one hit each, and one bundle read
+    assert (cache.stats.hits, cache.stats.bundle_hits, cache.stats.misses) == (5, 1, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache.get_bundle(keys[:4]) is None and cache.get_bundle(keys[::-1]) is None
+    assert cache.stats.misses == 0  # an absent bundle is no text's miss: its texts are looked up one by one
+    with pytest.raises(ValueError, match="row per key"):
+        cache.put_bundle(keys, array[:4])
+
+
+@pytest.mark.parametrize("damage", [flip_payload_byte, truncate, empty])
+def test_a_damaged_bundle_is_warned_and_ignored(tmp_path, damage):
+    keys = bundle_keys(5)
+    cache = EmbeddingCache(tmp_path, GIB)
+    cache.put_bundle(keys, stored_array(0)[:5])
+    damage(cache.bundle_path(keys))
+    with pytest.warns(EmbeddingCacheWarning, match="unusable"):
+        assert cache.get_bundle(keys) is None
+    assert (cache.stats.corrupt, cache.stats.hits, cache.stats.bundle_hits) == (1, 0, 0)
+
+
 # ---------------------------------------------------------------- concurrency and eviction
 
 SHARED_KEYS = range(60)
@@ -324,6 +356,61 @@ def test_one_entry_serves_both_metrics_unless_truncation_differs(minilm):
     keys = {text: {entry_key(encoder.model_id, 6, tuple(encoder.token_ids([text], limit)[0]))
                    for limit in (scorer.sentence_max, scorer.bert_max)} for text in (short, long)}
     assert len(keys[short]) == 1 and len(keys[long]) == 2
+
+
+def questions_of(frame: pd.DataFrame) -> list[str]:
+    return frame["question"].tolist()
+
+
+@pytest.mark.slow  # the scoring model
+def test_questions_are_stored_as_pooled_vectors_and_a_warm_run_reads_them_as_one_array(
+        minilm, sample_frame, tmp_path):
+    """The topics need only each question's sentence vector: a question is stored as that one
+    float32 row (1.5 KB), not its per-token states, and a warm run reads the run's questions
+    from one bundle file, with values equal to an uncached scorer's."""
+    questions = questions_of(sample_frame)
+    distinct = len({q.strip() for q in questions})
+    cold = scorer_with_cache(minilm, tmp_path / "cache")
+    cold_vectors = cold.sentence_embeddings(questions)
+    stats = cold.provenance.embedding_cache
+    dim = cold_vectors.shape[1]
+    assert cold_vectors.dtype == np.float32 and cold.sequences_encoded == distinct
+    assert stats["writes"] == distinct and stats["bundle_writes"] == 1
+    # each question's row and the bundle's copy of it, with the headers: far below its token states
+    assert stats["bytes_written"] <= 2 * distinct * dim * 4 + (distinct + 1) * 100
+    assert np.array_equal(scorer_with_cache(minilm, None).sentence_embeddings(questions), cold_vectors)
+
+    warm = scorer_with_cache(minilm, tmp_path / "cache")
+    warm_vectors = warm.sentence_embeddings(questions)
+    stats = warm.provenance.embedding_cache
+    assert warm.sequences_encoded == 0 and np.array_equal(warm_vectors, cold_vectors)
+    assert (stats["bundle_hits"], stats["hits"], stats["writes"], stats["bundle_writes"]) == (1, distinct, 0, 0)
+
+
+@pytest.mark.slow  # the scoring model
+def test_an_edited_question_is_the_only_one_encoded_and_a_damaged_bundle_falls_back_to_each_question(
+        minilm, sample_frame, tmp_path):
+    questions = questions_of(sample_frame)
+    distinct = len({q.strip() for q in questions})
+    cold = scorer_with_cache(minilm, tmp_path / "cache").sentence_embeddings(questions)
+    edited = [*questions[:-1], questions[-1] + " Please answer briefly."]
+    warm = scorer_with_cache(minilm, tmp_path / "cache")
+    vectors = warm.sentence_embeddings(edited)
+    stats = warm.provenance.embedding_cache
+    assert warm.sequences_encoded == 1 and stats["bundle_hits"] == 0 and stats["bundle_writes"] == 1
+    assert stats["hits"] == distinct - 1 and stats["writes"] == 1
+    assert np.array_equal(vectors[:-1], cold[:-1]) and not np.array_equal(vectors[-1], cold[-1])
+
+    cache = EmbeddingCache(tmp_path / "cache", GIB)
+    bundles = [path for path in (tmp_path / "cache").rglob("*.emb") if path.stat().st_size > 2 * 384 * 4 + 100]
+    assert len(bundles) == 2
+    for path in bundles:
+        flip_payload_byte(path)
+    again = AnswerScorer(minilm, minilm, num_layers=6, cache=cache)
+    with pytest.warns(EmbeddingCacheWarning, match="unusable"):
+        assert np.array_equal(again.sentence_embeddings(questions), cold)
+    stats = again.provenance.embedding_cache
+    assert again.sequences_encoded == 0 and stats["corrupt"] == 1 and stats["hits"] == distinct
 
 
 # ---------------------------------------------------------------- through the pipeline
