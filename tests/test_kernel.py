@@ -78,3 +78,51 @@ def test_a_finished_notebook_s_kernel_is_shut_down_without_a_sigint(tmp_path, mo
         papermill.execute_notebook(str(source), str(tmp_path / "stage.ipynb"), kernel_name="python3",
                                    progress_bar=False, **kernel)
     assert signal.SIGINT not in sent
+
+
+# A cell that runs until the kernel has begun to shut down, then returns: the moment at which a
+# kernel asked to shut down mid-cell used to fail to send the cell's reply, with a traceback.
+CELL_OUTLASTING_THE_SHUTDOWN_REQUEST = """\
+import pathlib, threading, time
+pathlib.Path({started!r}).touch()
+deadline = time.monotonic() + 30
+# the thread that carries the cell's reply ends once the kernel has been asked to shut down
+while any(thread.name == "Shell channel" for thread in threading.enumerate()) and time.monotonic() < deadline:
+    time.sleep(0.01)
+"""
+
+
+def test_an_interrupted_notebook_s_kernel_stops_without_a_traceback(tmp_path, capfd):
+    """Ctrl-C (a KeyboardInterrupt in the runner) while a cell runs: the kernel is stopped at
+    once. Asked to shut down instead, it stops its shell stream while the cell goes on, and the
+    cell's reply then fails with a traceback on the runner's terminal."""
+    import os
+    import signal
+    import threading
+    import time
+
+    started = tmp_path / "cell-started"
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    notebook.cells = [nbformat.v4.new_code_cell(CELL_OUTLASTING_THE_SHUTDOWN_REQUEST.format(started=str(started)))]
+    source = tmp_path / "busy.ipynb"
+    nbformat.write(notebook, source)
+
+    def interrupt_once_the_cell_runs():
+        deadline = time.monotonic() + 120
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_once_the_cell_runs)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with ipc_kernel() as kernel:
+                papermill.execute_notebook(str(source), str(tmp_path / "ran.ipynb"), kernel_name="python3",
+                                           progress_bar=False, **kernel)
+    finally:
+        interrupter.join()
+    assert started.exists()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "ERROR" not in err, err

@@ -7,8 +7,13 @@
 - Before it asks a kernel to shut down, jupyter_client interrupts it (SIGINT). ipykernel takes
   SIGINT as KeyboardInterrupt only while it handles a message, so a kernel still leaving the
   handler of the last cell's reply logged "KeyboardInterrupt caught in kernel." after some
-  stages. StageKernelManager sends no interrupt while it shuts the kernel down; a kernel still
-  busy then (a run stopped mid-cell) gets SIGTERM after half of `shutdown_wait_time` instead.
+  stages. StageKernelManager sends no interrupt while it shuts the kernel down.
+- A notebook stopped mid-cell (a KeyboardInterrupt: Ctrl-C, or evalbook.interrupts' SIGTERM)
+  has its kernel killed at once rather than asked to shut down. Asked, ipykernel closes the
+  channel that carries the cell's reply while the cell goes on, and a cell that ends before the
+  SIGTERM at half of `shutdown_wait_time` then logs a ZMQError traceback on the runner's
+  terminal. The kernel runs in a session of its own (jupyter_client starts it so), so a Ctrl-C in
+  the terminal reaches the runner alone, and the kill goes to the kernel's whole process group.
 - ipykernel forwards whatever the kernel process writes to its own stdout and stderr file
   descriptors into the notebook. The stages' progress bars write there on purpose, to reach the
   runner's terminal or CI log: StageKernelManager starts the kernel with
@@ -19,6 +24,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +47,12 @@ class StageKernelManager(AsyncKernelManager):
         if self.shutting_down:
             return
         await super()._async_interrupt_kernel()
+
+    async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+        """Shut the kernel down; at once (SIGKILL) while a KeyboardInterrupt passes, as nbclient
+        shuts it down in the `finally` of the notebook that the interrupt stopped."""
+        interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
+        await super()._async_shutdown_kernel(now=now or interrupted, restart=restart)
 
 
 @contextmanager
