@@ -14,6 +14,7 @@ bounded by that instead when the report's bert-score hash says its baseline resc
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 from pathlib import Path
@@ -103,7 +104,15 @@ def with_metric_ranges(schema: dict[str, Any]) -> dict[str, Any]:
     return ranged
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """`python -m evalbook.report.schema`: write the registry's metric ranges into report-v1.json.
+    It takes no arguments; `--help` prints what it does and writes nothing."""
+    parser = argparse.ArgumentParser(
+        prog="python -m evalbook.report.schema",
+        description="Write each metric's range from the registry (evalbook.metrics) into the shipped "
+                    f"report schema, {SHIPPED.name}, as $defs/metric_ranges. Run it after changing a "
+                    "range in the registry; a test checks that the shipped file holds them.")
+    parser.parse_args(argv)
     schema = json.loads(SHIPPED.read_text("utf-8"))
     SHIPPED.write_text(json.dumps(with_metric_ranges(schema), indent=2, ensure_ascii=False) + "\n", "utf-8")
     print(f"wrote the registry's metric ranges into {SHIPPED}")
