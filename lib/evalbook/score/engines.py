@@ -144,8 +144,8 @@ PART = "__evalbook_part__"
 RECORD = "__evalbook_batch__"
 # The embedding cache's counts in ScoreProvenance.embedding_cache; its size and cap are not
 # counts. Each actor counts for its own scorer; summed, they are the run's counts.
-CACHE_COUNTERS = ("hits", "misses", "corrupt", "writes", "evictions", "bytes_read",
-                  "bytes_written", "evicted_bytes", "memory_hits")
+CACHE_COUNTERS = ("hits", "misses", "corrupt", "writes", "bundle_hits", "bundle_writes", "evictions",
+                  "bytes_read", "bytes_written", "evicted_bytes", "memory_hits")
 # The keys of an actor's scorer description that are the actor's own: where and with how many
 # threads it ran, and what it has counted. All the others describe the models, and so must be
 # the same on every actor.

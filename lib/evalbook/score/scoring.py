@@ -49,7 +49,8 @@ from tqdm.auto import tqdm
 
 from evalbook.errors import EvalbookError
 from evalbook.metrics import QUESTION_EMBEDDING, SCORE_FLAGS, names
-from evalbook.score.embcache import CacheStats, EmbeddingCache, MemoryLRU, entry_key, model_identity
+from evalbook.score.embcache import (CacheStats, EmbeddingCache, MemoryLRU, entry_key, model_identity,
+                                     pooled_key)
 from evalbook.score.models import ResolvedModel, quiet_weight_loading
 from evalbook.score.onnxgraph import BACKENDS, OnnxForward, OnnxGraphCache, backend_versions
 from evalbook.params import embedding_cache_path
@@ -548,22 +549,69 @@ class AnswerScorer:
 
     def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dim) float32: each text's sentence embedding, the mean-pooled states the
-        sentence cosine compares, from the same memory and disk caches as the scores, so that a
-        text embedded before (as a question, an answer or a reference) is not encoded again.
-        Texts are stripped; an empty one is a row of zeros."""
+        sentence cosine compares, rounded to float32. Texts are stripped; an empty one is a row
+        of zeros.
+
+        Only the vector is kept, never the text's token states (`embcache`, pooled entries). With
+        the disk cache, the distinct texts' vectors are read as one bundle when this set of texts
+        was embedded before; otherwise each text's vector comes from the memory LRU or the disk
+        cache, or is pooled from token states already there (a question that is also an answer),
+        or is encoded; and the set's bundle is written for the next run."""
         stripped = [str(text).strip() for text in texts]
         distinct = sorted({text for text in stripped if text})
+        dim = int(self.sentence_encoder.config.hidden_size)
+        if not distinct:
+            return np.zeros((len(stripped), dim), dtype=np.float32)
         ids, _ = self._sequences(self.sentence_encoder, distinct, self.sentence_max)
-        keys = {text: entry_key(self.sentence_encoder.model_id, self.sentence_layer, ids[text]) for text in distinct}
-        states = self._hidden_states({keys[text]: (self.sentence_encoder, self.sentence_layer, ids[text])
-                                      for text in distinct}, None)
+        states_keys = [entry_key(self.sentence_encoder.model_id, self.sentence_layer, ids[text]) for text in distinct]
+        keys = [pooled_key(key) for key in states_keys]
+        vectors = self.cache.get_bundle(keys) if self.cache is not None else None
+        if vectors is None:
+            vectors = self._pooled_vectors(keys, states_keys, [ids[text] for text in distinct])
+            if self.cache is not None:
+                self.cache.put_bundle(keys, vectors)
         if self.cache is not None:
             self.cache.enforce_cap()
         self._record_counts()
-        pooled = {text: mean_pool(states[keys[text]]) for text in distinct}
-        dim = next(iter(pooled.values())).shape[0] if pooled else int(self.sentence_encoder.config.hidden_size)
-        return np.stack([pooled[text] if text else np.zeros(dim, dtype=np.float32) for text in stripped]) \
-            if stripped else np.zeros((0, dim), dtype=np.float32)
+        row = {text: position for position, text in enumerate(distinct)}
+        result = np.zeros((len(stripped), vectors.shape[1]), dtype=np.float32)
+        present = [position for position, text in enumerate(stripped) if text]
+        result[present] = vectors[[row[stripped[position]] for position in present]]
+        return result
+
+    def _pooled_vectors(self, keys: list[str], states_keys: list[str],
+                        sequences: list[tuple[int, ...]]) -> np.ndarray:
+        """(len(keys), dim) float32 pooled vectors, row i that of keys[i] (see sentence_embeddings).
+        A vector computed here is stored under its pooled key; the token states are not stored."""
+        found: dict[int, np.ndarray] = {}
+        for position, key in enumerate(keys):
+            vector = self.memory.get(key)
+            if vector is None and self.cache is not None:
+                vector = self.cache.get(key)
+            if vector is None:
+                states = self.memory.get(states_keys[position])
+                if states is None and self.cache is not None and self.cache.path(states_keys[position]).exists():
+                    states = self.cache.get(states_keys[position])
+                if states is not None:
+                    vector = self._store_pooled(key, states)
+            if vector is not None:
+                found[position] = vector
+        missing = [position for position in range(len(keys)) if position not in found]
+        if missing:
+            encoder = self.sentence_encoder
+            states = encoder.hidden_states([sequences[position] for position in missing], [self.sentence_layer],
+                                           self.batch_size)
+            for position in missing:
+                found[position] = self._store_pooled(keys[position], states[sequences[position]][self.sentence_layer])
+        return np.concatenate([found[position] for position in range(len(keys))])
+
+    def _store_pooled(self, key: str, states: np.ndarray) -> np.ndarray:
+        """The (1, dim) float32 mean of `states`, stored under `key` in the disk cache and memory."""
+        vector = mean_pool(states).astype(np.float32)[None, :]
+        if self.cache is not None:
+            vector = self.cache.put(key, vector)
+        self.memory.put(key, vector)
+        return vector
 
     def _hidden_states(self, needs: dict[str, tuple[TokenEncoder, int, tuple[int, ...]]],
                        progress: _PairProgress | None) -> dict[str, np.ndarray]:
@@ -630,5 +678,5 @@ def score_answers(frame: pd.DataFrame, scorer: AnswerScorer, k: int,
     for column in retrieval.columns:
         result[column] = retrieval[column].to_numpy()
     if question_embeddings:
-        result[QUESTION_EMBEDDING] = list(scorer.sentence_embeddings(frame["question"].tolist()).astype(np.float32))
+        result[QUESTION_EMBEDDING] = list(scorer.sentence_embeddings(frame["question"].tolist()))
     return result
