@@ -42,7 +42,7 @@ from evalbook.stats import BOOTSTRAP, bootstrap_mean_ci
 
 NAME = "pairwise"
 METRIC_VERSION = 1
-PROMPT = ("pairwise", 1)  # judge/prompts/pairwise-v1.txt
+PROMPT = ("pairwise", 2)  # judge/prompts/pairwise-v2.txt (v1: docs/compare.md says why v2)
 PAIR_SCHEMA: dict[str, Any] = {
     "type": "object", "additionalProperties": False, "required": ["reasoning", "verdict"],
     "properties": {"reasoning": {"type": "string"}, "verdict": {"enum": ["1", "2", "tie"]}},
