@@ -18,7 +18,7 @@ from evalbook.stats import bootstrap_mean_ci
 from evalbook.trend import document as trend_document
 from evalbook.trend.document import build_trend
 from evalbook.trend.headline import write_headline
-from evalbook.trend.series import NOT_PAIRED, REAL, StepSettings, TrendError
+from evalbook.trend.series import NOISE, NOT_PAIRED, REAL, StepSettings, TrendError
 
 START = datetime(2026, 11, 20, 9, 0, tzinfo=timezone.utc)
 N = 32
@@ -265,3 +265,49 @@ def test_a_failed_run_gets_a_headline_with_its_status_and_stays_off_the_lines(tm
     assert headline["status"] == "failed" and headline["reason"].startswith("stage 02_score failed")
     assert headline["metrics"] == {} and not (run_dir / EXAMPLE_VALUES).exists()
     assert document["series"] == [] and document["left_out"] == {"did not succeed": 1}
+
+
+def test_the_page_of_500_runs_stays_under_500_kb_with_every_run_and_step_on_it(tmp_path):
+    """500 runs in a scoring series and a judge series (the size `make bench-trend` measured at
+    1.3 MB): each run's row, link, means and intervals, every step that is not within noise,
+    and both figures, in under 500 KB."""
+    import copy
+
+    from evalbook.publish.pages import noinput_path
+    from evalbook.publish.trend import render_trend
+
+    f1 = f1_values()
+    for n in range(3):
+        make_run(tmp_path, n, report(run_id(n + 1), f1 - 0.02 * n, judge_label="judge-aaaa"))
+    document = json.loads(build_trend_page(tmp_path, tmp_path)[1].read_text())
+    rng = np.random.default_rng(7)
+    for series in document["series"]:
+        template = series["points"][-1]
+        if "bertscore_f1" in series["metrics"]:  # four metrics, as the sample's scoring series has
+            for name in ("bertscore_precision", "bertscore_recall"):
+                series["metrics"].append(name)
+                template["metrics"][name] = dict(template["metrics"]["bertscore_f1"])
+                template["steps"][name] = dict(template["steps"]["bertscore_f1"])
+        points = []
+        for n in range(500):
+            point = copy.deepcopy(template)
+            point["run_id"] = run_id(1000 + n)
+            point["started_at"] = (START + timedelta(hours=6 * n)).isoformat()
+            folder = tmp_path / "runs" / point["run_id"]
+            folder.mkdir(parents=True, exist_ok=True)  # one folder per run, in both series
+            noinput_path(folder / "04_report.ipynb").write_text("page")
+            point["folder"] = str(folder)
+            for values in point["metrics"].values():
+                shift = float(rng.normal(0, 0.02))
+                values.update(mean=values["mean"] + shift, low=values["low"] + shift, high=values["high"] + shift)
+            if n % 20:  # one step in 20 real, as `make bench-trend` found (183 of 3,146)
+                for step in point["steps"].values():
+                    step.update(status=NOISE, delta=0.001, low=-0.01, high=0.012)
+            points.append(point)
+        series["points"], series["n_runs"] = points, len(points)
+    page = render_trend(document, tmp_path)
+    size = len(page.encode("utf-8"))
+    assert size < 500 * 1024, f"trend.html is {size // 1024} KB at 500 runs"
+    for n in (0, 250, 499):
+        assert page.count(f">{run_id(1000 + n)[:8]}<") == 2  # its row in both series' tables
+    assert page.count('src="data:image/png;base64,') == 2

@@ -86,8 +86,10 @@ def test_the_trend_page_opens_offline_with_its_figure_on_the_first_screen(trend_
 
 def test_the_trend_page_links_each_run_to_its_report(trend_page, sample_runs):
     text = trend_page.read_text("utf-8")
+    # the links are written from the page's <base>, the folder they share, as a browser reads them
+    base = re.findall(r'<base href="([^"]*)">', text)
     hrefs = [unquote(html.unescape(href)) for href in re.findall(r'<a href="([^"]*)"', text)]
-    targets = [trend_page.parent / href for href in hrefs]
+    targets = [trend_page.parent / unquote(html.unescape(base[0] if base else "")) / href for href in hrefs]
     assert len(targets) == 2 and all(target.is_file() for target in targets), targets
     for run in (sample_runs.baseline, sample_runs.candidate):
         assert any(run.run_id in href and href.endswith("04_report.noinput.html") for href in hrefs), hrefs

@@ -26,6 +26,7 @@ WORSE_COLOUR = "#a50021"  # a dark red that no metric of the registry uses
 BETTER_COLOUR = "#111111"
 MAX_TICKS = 8  # run labels under a panel; more runs than this are labelled every few
 PNG_DPI = 110
+DENSE = 100  # runs in a series past which a panel draws its intervals as a band
 
 
 def _value(entry: Any, key: str) -> float:
@@ -41,9 +42,17 @@ def _panel(ax, series: dict[str, Any], name: str) -> None:
     lows = np.array([_value(p["metrics"].get(name), "low") for p in points])
     highs = np.array([_value(p["metrics"].get(name), "high") for p in points])
     has = ~np.isnan(lows) & ~np.isnan(highs)
-    ax.errorbar(xs[has], means[has], yerr=[means[has] - lows[has], highs[has] - means[has]], fmt="o",
-                color=described.colour, ecolor=described.colour, elinewidth=1.2, capsize=3, markersize=4, zorder=3)
-    ax.plot(xs[~has], means[~has], "o", color=described.colour, markersize=4, zorder=3)
+    # Past DENSE runs a panel has a pixel or two per run, where error bars would only overlap:
+    # each run's interval is then drawn as a band, a step wide, and each mean as a small dot.
+    if len(points) > DENSE:
+        ax.fill_between(xs, lows, highs, where=has, step="mid", color=described.colour, alpha=0.3,
+                        linewidth=0, zorder=1)
+        ax.plot(xs, means, "o", color=described.colour, markersize=1.5, zorder=3)
+    else:
+        ax.errorbar(xs[has], means[has], yerr=[means[has] - lows[has], highs[has] - means[has]], fmt="o",
+                    color=described.colour, ecolor=described.colour, elinewidth=1.2, capsize=3, markersize=4,
+                    zorder=3)
+        ax.plot(xs[~has], means[~has], "o", color=described.colour, markersize=4, zorder=3)
     solid, dashed, marks = [], [], {}
     for position in range(1, len(points)):
         step = points[position]["steps"].get(name) or {}
@@ -100,7 +109,20 @@ def trend_figure(series: dict[str, Any]) -> Figure | None:
     return fig
 
 
+# The trend page holds a figure per series inline: drawn with at most this many colours (a
+# palette PNG), one is about a third of matplotlib's full-colour PNG and looks the same, since a
+# figure has a few line colours, greys and their anti-aliased edges.
+PALETTE_COLOURS = 32
+
+
 def png_bytes(fig: Figure) -> bytes:
+    """The figure as a palette PNG of PALETTE_COLOURS colours (Pillow's median cut)."""
+    # slow to import: only a trend page with a figure needs Pillow
+    from PIL import Image
+
+    drawn = io.BytesIO()
+    fig.savefig(drawn, format="png", dpi=PNG_DPI)
+    image = Image.open(io.BytesIO(drawn.getvalue())).convert("RGB")
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=PNG_DPI)
+    image.quantize(colors=PALETTE_COLOURS, method=Image.Quantize.MEDIANCUT).save(buffer, format="PNG", optimize=True)
     return buffer.getvalue()
