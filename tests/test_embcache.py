@@ -133,7 +133,7 @@ def bundle_keys(n: int) -> list[str]:
 
 
 def test_a_bundle_is_one_file_read_back_as_one_exact_array(tmp_path):
-    keys, array = bundle_keys(5), stored_array(0)[:5]
+    keys, array = bundle_keys(5), stored_array(5)[:5]
     EmbeddingCache(tmp_path, GIB).put_bundle(keys, array)
     assert len(entry_names(tmp_path)) == 1
     cache = EmbeddingCache(tmp_path, GIB)
@@ -153,7 +153,7 @@ def test_a_bundle_is_one_file_read_back_as_one_exact_array(tmp_path):
 def test_a_damaged_bundle_is_warned_and_ignored(tmp_path, damage):
     keys = bundle_keys(5)
     cache = EmbeddingCache(tmp_path, GIB)
-    cache.put_bundle(keys, stored_array(0)[:5])
+    cache.put_bundle(keys, stored_array(5)[:5])
     damage(cache.bundle_path(keys))
     with pytest.warns(EmbeddingCacheWarning, match="unusable"):
         assert cache.get_bundle(keys) is None
