@@ -202,7 +202,7 @@ def test_comparison_page_is_self_contained_and_shows_the_deltas(comparison, brow
     assert seen["requests"] == [page.resolve().as_uri()]
     assert all(image["src"].startswith("data:image/png;base64,") for image in seen["images"])
     text = page.read_text("utf-8")
-    assert "Per-metric deltas" in text and "bertscore_f1: 10 largest regressions" in text
+    assert "Per-metric deltas" in text and "BERTScore F1: 10 largest regressions" in text
 
 
 def test_the_no_code_comparison_opens_with_the_verdict(comparison, browser):

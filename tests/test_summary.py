@@ -324,9 +324,12 @@ def test_a_comparison_writes_its_summary_with_the_comparisons_numbers(cli_compar
     deltas = next(t for t in parsed.tables if t.header[:5] == ["metric", "n", "baseline", "candidate", "delta"])
     assert deltas.header[5:] == ["95% interval", "better", "worse", "unchanged"]
     rows = [row for row in comparison["metrics"] if row["compared"]]
-    assert deltas.column("metric") == [registered(row["metric"]).label for row in rows] and rows
+    k = comparison["baseline"]["k"]
+    assert k == comparison["candidate"]["k"] == 5  # the sample's retrieval is at k 5: MRR@5, top-5 match
+    assert deltas.column("metric") == [registered(row["metric"]).label_at(k) for row in rows] and rows
+    assert "MRR@5" in deltas.column("metric") and "top-5 match" in deltas.column("metric")
     for row in rows:
-        shown = deltas.row(registered(row["metric"]).label)
+        shown = deltas.row(registered(row["metric"]).label_at(k))
         assert shown["n"] == str(row["n"])
         for column, key in (("baseline", "baseline_mean"), ("candidate", "candidate_mean"), ("delta", "mean_delta")):
             assert close_to(shown[column], row[key]), (row["metric"], column)
