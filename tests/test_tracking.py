@@ -3,8 +3,13 @@ and tags a run logs, and the messages of a refusal (the real server: test_tracki
 
 from __future__ import annotations
 
+import io
+import re
+
 import pytest
 
+from evalbook import execution
+from evalbook.layout import NOT_TRACKED_MARKER
 from evalbook.params import ParamsError, load_profile
 from evalbook.publish import tracking
 from evalbook.runs import not_published
@@ -102,3 +107,21 @@ def test_the_index_reason_of_a_run_names_both_markers(tmp_path):
     (tmp_path / "NOT_TRACKED").write_text("not tracked in MLflow at http://h:5000 (experiment 'rag'): down\n")
     assert not_published(tmp_path) == ("not uploaded to s3://b/x: denied\n"
                                        "not tracked in MLflow at http://h:5000 (experiment 'rag'): down")
+
+
+def test_not_tracked_is_written_by_one_helper_for_runs_and_comparisons(tmp_path):
+    """NOT_TRACKED's text and write are `execution.mark_not_tracked`'s alone: the runner (a run)
+    and sidedocs (a comparison) both call it; besides it, only evalbook.runs, which reads the
+    markers, names the file."""
+    where = tracking.target({"tracking": {"mlflow": {"tracking_uri": None, "experiment": "rag"}}},
+                            {"MLFLOW_TRACKING_URI": "http://ana:pw@host:5000"})
+    execution.mark_not_tracked(tmp_path, where, RuntimeError("refused"), io.StringIO())
+    assert (tmp_path / NOT_TRACKED_MARKER).read_text("utf-8") == (
+        "not tracked in MLflow at http://host:5000 (experiment 'rag'): refused\n")
+    assert not_published(tmp_path) is not None
+    package = ROOT / "lib" / "evalbook"
+    naming = sorted(path.relative_to(package).as_posix() for path in package.rglob("*.py")
+                    if path.name != "layout.py" and re.search(r"\bNOT_TRACKED_MARKER\b", path.read_text("utf-8")))
+    assert naming == ["execution.py", "runs.py"]  # the one writer, and the reader of markers
+    for caller in ("runner.py", "sidedocs.py"):
+        assert "mark_not_tracked(" in (package / caller).read_text("utf-8")

@@ -4,7 +4,8 @@
   rendered (the readers' pages also without code), the failure quoted with its cell;
 - `rebuild_index`: the runs index rebuilt after a run, a comparison or a calibration;
 - `mark_not_uploaded`: NOT_UPLOADED left in a folder whose upload was refused.
-- `mark_not_tracked`: NOT_TRACKED left in a folder that MLflow did not take.
+- `mark_not_tracked`: NOT_TRACKED left in a run's or a comparison's folder that MLflow did not
+  take, the one place that writes it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from evalbook.kernel import ipc_kernel
 from evalbook.layout import CALIBRATE_STAGE, COMPARE_STAGE, NOT_TRACKED_MARKER, NOT_UPLOADED_MARKER, REPORT_STAGE
 from evalbook.publish import pages
 from evalbook.publish.index import build_index
+from evalbook.publish.tracking import Target, shown
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
@@ -100,8 +102,11 @@ def mark_not_uploaded(folder: Path, remote: str, error: Exception, local_root: P
     rebuild_index(local_root, log)
 
 
-def mark_not_tracked(folder: Path, text: str, local_root: Path, log: TextIO) -> None:
-    """Leave NOT_TRACKED (`text`: where to and why, without credentials) in a folder that could
-    not be logged to MLflow, and rebuild the local index, which shows it."""
-    write_new(folder / NOT_TRACKED_MARKER, text.encode("utf-8"))
-    rebuild_index(local_root, log)
+def mark_not_tracked(folder: Path, where: Target, error: Exception, log: TextIO,
+                     local_root: Path | None = None) -> None:
+    """Leave NOT_TRACKED (where to and why, without credentials: `tracking.shown`) in a run's or
+    a comparison's folder that could not be logged to MLflow; with `local_root`, rebuild the
+    local index, which shows it (a comparison's caller rebuilds it once its folder is done)."""
+    write_new(folder / NOT_TRACKED_MARKER, shown(where, error).encode("utf-8"))
+    if local_root is not None:
+        rebuild_index(local_root, log)

@@ -132,7 +132,7 @@ def track_run(plan: PlannedRun, result: RunResult, log: TextIO) -> TrackingFaile
                  if stage.get("stage") == REPORT_STAGE and stage.get("html_noinput")]
         logged = tracking.log_run(plan.tracking, plan.values, headline, report, plan.run_dir, plan.report_path, pages)
     except TrackingFailed as error:
-        mark_not_tracked(plan.run_dir, tracking.shown(plan.tracking, error), plan.local_root, log)
+        mark_not_tracked(plan.run_dir, plan.tracking, error, log, plan.local_root)
         return TrackingFailed(f"{error}\nthe run is complete and kept at {plan.run_dir}; NOT_TRACKED says so")
     print(f"[evalbook] MLflow run {logged.mlflow_run_id} in experiment {plan.tracking.experiment!r}: {logged.url}"
           + (f"; not logged, since they hold a secret: {', '.join(logged.withheld)}" if logged.withheld else ""),

@@ -30,9 +30,9 @@ from evalbook.compare.gate import check_rules, parse_rules
 from evalbook.compare.pairwise import plan_for_profile, select_pairs
 from evalbook.compare.tables import pairing_warnings
 from evalbook.errors import EvalbookError, PublishFailed, RunFailed
-from evalbook.execution import execute_stage, mark_not_uploaded, rebuild_index
+from evalbook.execution import execute_stage, mark_not_tracked, mark_not_uploaded, rebuild_index
 from evalbook.files import write_new
-from evalbook.layout import (CALIBRATE_STAGE, COMPARE_STAGE, FAILED_MARKER, NOT_TRACKED_MARKER, calibration_folder, calibration_url, comparisons_folder, comparisons_url,
+from evalbook.layout import (CALIBRATE_STAGE, COMPARE_STAGE, FAILED_MARKER, calibration_folder, calibration_url, comparisons_folder, comparisons_url,
                              params_file, remote_calibration_folder, remote_comparisons_folder)
 from evalbook.params import Profile, load_profile, local_outputs_root, parse_overrides, resolved_values
 from evalbook.judge.estimate import describe
@@ -239,7 +239,7 @@ def _track_comparison(where: tracking.Target, profile: Profile, result: Document
         logged = tracking.log_comparison(where, resolved_values(profile), comparison, result.document_id,
                                          result.path, result.output_dir, pages)
     except TrackingFailed as error:
-        write_new(result.output_dir / NOT_TRACKED_MARKER, tracking.shown(where, error).encode("utf-8"))
+        mark_not_tracked(result.output_dir, where, error, log)
         return [TrackingFailed(f"{error}\nthe comparison is complete and kept at {result.output_dir}; "
                                "NOT_TRACKED says so")]
     print(f"[evalbook] MLflow run {logged.mlflow_run_id} in experiment {where.experiment!r}: {logged.url}",
