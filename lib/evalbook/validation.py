@@ -32,6 +32,8 @@ jsonschema = _import_jsonschema()
 REPORT_SCHEMA = "report-v1.json"
 COMPARISON_SCHEMA = "compare-v1.json"
 CALIBRATION_SCHEMA = "calibrate-v1.json"
+HEADLINE_SCHEMA = "headline-v1.json"
+TREND_SCHEMA = "trend-v1.json"
 
 
 class ReportError(EvalbookError, ValueError):

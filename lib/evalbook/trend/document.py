@@ -6,6 +6,8 @@ values.parquet, each once per build; never a report. Steps already in the previo
 under the same settings are taken from it, so a rebuild after one more run draws one step per
 series.
 Runs under an s3:// outputs root are read there; their headlines are never written there.
+The document is checked against schemas/trend-v1.json before it is written; a previous
+trend.json that does not match it is not reused.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import yaml
 
 from evalbook.compare.context import params_differences
 from evalbook.compare.tables import changes
+from evalbook.errors import EvalbookError
 from evalbook.files import write_atomically
 from evalbook.layout import EXAMPLE_VALUES, HEADLINE_FILE, PARAMS_FILE, RUN_DAY_GLOB
 from evalbook.runs import HEADLINE_KIND, collect_run_records, read_json
 from evalbook.storage import StorageError, find_objects, is_remote, read_bytes
 from evalbook.trend.headline import ensure_headline
 from evalbook.metrics import metric as registered
+from evalbook.validation import TREND_SCHEMA, mismatch
 from evalbook.trend.series import (REAL, SCORING, Series, StepSettings, TrendError, group_series, series_steps,
                                    step_key, steps_to_work_out)
 
@@ -238,15 +242,31 @@ def build_trend(outputs_root: str | Path, *, dataset: str | None = None, since: 
             "n_runs_read": n_runs_read, "left_out": left_out, "series": series_records}
 
 
+class TrendDocumentError(EvalbookError, ValueError):
+    """A trend document that does not match schemas/trend-v1.json; it is never written."""
+
+
+def validate_trend(document: dict[str, Any]) -> None:
+    """Raise TrendDocumentError listing every violation of schemas/trend-v1.json (and any NaN)."""
+    problem = mismatch(document, TREND_SCHEMA, "trend document")
+    if problem:
+        raise TrendDocumentError(problem)
+
+
 def read_previous(path: Path) -> dict[str, Any] | None:
-    """The trend.json at `path` when it is one, else None."""
+    """The trend.json at `path` when it is one that matches trend-v1.json, else None (its steps
+    are then worked out again)."""
     if not path.is_file():
         return None
     document, _ = read_json(path, "trend JSON")
-    return document if document is not None and document.get("kind") == KIND else None
+    if not isinstance(document, dict) or document.get("kind") != KIND:
+        return None
+    return document if mismatch(document, TREND_SCHEMA, "trend document") is None else None
 
 
 def write_trend(document: dict[str, Any], path: Path) -> Path:
+    """Write trend.json at `path`, replacing the earlier one, once it matches trend-v1.json."""
+    validate_trend(document)
     write_atomically(path, json.dumps(document, indent=1).encode("utf-8"), overwrite=True)
     return path
 

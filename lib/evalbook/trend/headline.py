@@ -9,6 +9,8 @@ what the runs index and the trend need, in a few KB whatever the run's size:
 - each metric's mean with its interval and n, as the report's `intervals` give them, and each
   judged metric's pass rate.
 
+The headline is checked against schemas/headline-v1.json before anything is written.
+
 `values.parquet` holds each example's id and its value of every metric a comparison pairs, so
 that the trend can pair two runs example by example without reading either report.
 
@@ -19,6 +21,7 @@ trend first reads it (`ensure_headline`), and only on a local outputs root.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +29,25 @@ import pandas as pd
 
 from evalbook.compare.document import run_summary, scoring_backend
 from evalbook.compare.gates import embedding_pins
+from evalbook.errors import EvalbookError
 from evalbook.files import write_new
 from evalbook.layout import EXAMPLE_VALUES, HEADLINE_FILE, report_path
 from evalbook.metrics import METRICS
 from evalbook.runs import HEADLINE_KIND, RunRecord, json_field
+from evalbook.validation import HEADLINE_SCHEMA, mismatch
 
 SCHEMA_VERSION = "1.0"
+
+
+class HeadlineError(EvalbookError, ValueError):
+    """A headline that does not match schemas/headline-v1.json; it is never written."""
+
+
+def validate_headline(headline: dict[str, Any]) -> None:
+    """Raise HeadlineError listing every violation of schemas/headline-v1.json (and any NaN)."""
+    problem = mismatch(headline, HEADLINE_SCHEMA, "headline")
+    if problem:
+        raise HeadlineError(problem)
 
 
 def _pass_rates(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -39,6 +55,12 @@ def _pass_rates(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: {"rate": summary.get("pass_rate"), "threshold": summary.get("threshold"),
                    "n_scored": summary.get("n_scored")}
             for name, summary in judged.items() if isinstance(summary, dict)}
+
+
+def _number_or_none(value: Any) -> Any:
+    """A summary's number as it is; a NaN or infinity, which an old report may hold for a
+    metric it had no value of, as None, since JSON (and the headline's schema) has no NaN."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _metrics(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -51,7 +73,7 @@ def _metrics(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if isinstance(interval, dict):
             metrics[metric.name] = {key: interval.get(key) for key in ("mean", "low", "high", "n")}
         elif metric.mean_key is not None and metric.summary(report) is not None:
-            metrics[metric.name] = {"mean": metric.mean(report), "low": None, "high": None,
+            metrics[metric.name] = {"mean": _number_or_none(metric.mean(report)), "low": None, "high": None,
                                     "n": (metric.summary(report) or {}).get("n")}
     return metrics
 
@@ -96,8 +118,10 @@ def example_values(report: dict[str, Any]) -> pd.DataFrame:
 
 def write_headline(record: RunRecord, report: dict[str, Any] | None) -> dict[str, Any]:
     """Write the run's values.parquet (when it has a report) and then its headline.json, each
-    write-once; the headline."""
+    write-once; the headline. A headline that does not match its schema raises HeadlineError
+    before either is written."""
     headline = build_headline(record, report)
+    validate_headline(headline)
     if report is not None:
         values = record.run_dir / EXAMPLE_VALUES
         if not values.exists():
