@@ -2,8 +2,9 @@
 an actor's process dies, and the 02_score notebook run through Papermill with `engine=ray`.
 
 Ray runs on 2 CPUs with a dozen sample rows in batches of a few rows, so that several batches
-and both actors are used. Each Ray started here is shut down by the test or fixture that started
-it, and the tests check that none of its processes outlive it.
+and both actors are used. The tests that only need a Ray share one cluster (`cluster`); those
+about starting and shutting down a Ray start their own. Each Ray started here is shut down by the
+test or fixture that started it, and the tests check that none of its processes outlive it.
 """
 
 import json
@@ -384,17 +385,6 @@ def test_ray_engine_matches_the_local_engine_and_shuts_its_ray_down(profile, can
         [p.info["cmdline"] for p in session_processes(os.getpid())]
 
 
-def test_ray_actors_on_onnxruntime_score_as_the_local_engine_does(tmp_path, canonical, local_scored):
-    # Both actors find no graph and export it at once: each writes it whole, and one file stays.
-    onnx_profile = load_profile(DEFAULT, {"scoring.embedding_cache.enabled": False,
-                                          "scoring.embedding_cache.path": str(tmp_path / "embedding-cache"),
-                                          "scoring.backend": "onnxruntime"})
-    run = engines.run_on_ray(canonical, onnx_profile, RaySettings(actors=CPUS, batch_rows=3, local_cpus=CPUS))
-    assert_same_scores(run.scored, local_scored)
-    assert run.scorer["backend"] == "onnxruntime" and run.scorer["backend_versions"] == backend_versions()
-    assert len(list((tmp_path / "onnx-graphs").glob("*.onnx"))) == 1
-
-
 def stage_profile(folder: Path, **values) -> Path:
     """The default profile as a file of its own, with the sample's paths made absolute, its
     outputs under `folder`, the disk embedding cache off and `values` set."""
@@ -409,10 +399,11 @@ def stage_profile(folder: Path, **values) -> Path:
 
 
 def test_an_interactive_stage_scores_on_ray_without_loading_the_models_in_the_driver(
-        tmp_path, monkeypatch):
-    """02_score's fallback with `engine: ray` scores on Ray; the driver, whose model loading is
-    made to fail here, only resolves the models, and scoring.json describes them as the local
-    engine's does. The actors run in processes of their own, which the patch does not reach."""
+        cluster, tmp_path, monkeypatch):
+    """02_score's fallback with `engine: ray` scores on Ray (the module's cluster, by its
+    address); the driver, whose model loading is made to fail here, only resolves the models,
+    and scoring.json describes them as the local engine's does. The actors run in processes of
+    their own, which the patch does not reach."""
     local = open_stage(str(stage_profile(tmp_path / "local", limit=6)))
     local_scored = scored_table(local)
     local_scoring = local.read_json("scoring.json")
@@ -421,7 +412,8 @@ def test_an_interactive_stage_scores_on_ray_without_loading_the_models_in_the_dr
         raise AssertionError("the driver loaded a model")
 
     monkeypatch.setattr(scoring, "TokenEncoder", no_model_in_the_driver)
-    ctx = open_stage(str(stage_profile(tmp_path / "ray", limit=6, engine="ray", ray_actors=CPUS)))
+    ctx = open_stage(str(stage_profile(tmp_path / "ray", limit=6, engine="ray", ray_actors=CPUS,
+                                       ray_address=cluster[0])))
     scored = scored_table(ctx)
 
     assert_same_scores(scored, local_scored)
@@ -446,20 +438,38 @@ ray.shutdown()
 """
 
 
+def settled_auth_mode() -> str:
+    """This process's token authentication mode, as it will stay for the rest of the module.
+
+    Ray reads RAY_AUTH_MODE when it is imported (unset: no token) and sets it to token in a
+    process that starts a local Ray, as several tests here do, in any order. A cluster started
+    while it is unset would then disagree with this driver: a driver in token mode reaches a
+    cluster without authentication, but the cluster drops its actors at once. Unset, the mode
+    is therefore made token now, as `ray.init` makes it for a local Ray (Ray's own function).
+    """
+    if "RAY_AUTH_MODE" not in os.environ:
+        from ray._private.authentication.authentication_token_setup import enable_token_auth_by_default
+
+        enable_token_auth_by_default()
+    return os.environ["RAY_AUTH_MODE"]
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A Ray cluster owned by another process, as a real cluster is: its GCS address and process.
+    Every test that only needs a Ray scores on it; the tests about starting and shutting down a
+    Ray start their own.
 
     Its token authentication mode is this process's, as a real driver's must be its cluster's
-    (see evalbook.score.engines): Ray reads RAY_AUTH_MODE when it is imported (unset: no token) and
-    sets it to token in a process that has started a local Ray, as an earlier test here does.
-    A driver in token mode reaches a cluster without authentication, but the cluster drops its
-    actors at once.
+    (see evalbook.score.engines and `settled_auth_mode`). Its processes have none of the AWS
+    settings that the S3 test drops from its own environment.
     """
-    auth_mode = os.environ.get("RAY_AUTH_MODE", "disabled")
+    from s3server import AWS_VARIABLES_REPLACED
+
+    environment = {name: value for name, value in os.environ.items() if name not in AWS_VARIABLES_REPLACED}
     process = subprocess.Popen([sys.executable, "-c", CLUSTER_SCRIPT.format(cpus=CPUS)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "RAY_AUTH_MODE": auth_mode})
+                               env={**environment, "RAY_AUTH_MODE": settled_auth_mode()})
     address = process.stdout.readline().strip()
     try:
         assert address, "the cluster process printed no address"
@@ -495,7 +505,8 @@ def test_an_actor_killed_mid_run_is_restarted_and_the_result_is_complete(
     assert process_is_gone(crashed)
 
 
-def test_an_existing_cluster_is_left_running(cluster, profile, canonical, scorer):
+def test_an_existing_cluster_is_left_running(cluster, profile, canonical, scorer, local_scored):
+    """(local_scored: the questions' embeddings the comparison reads, whatever ran before.)"""
     address, process = cluster
     first_two = canonical.iloc[:2]
     scored = engines.run_on_ray(first_two, profile, RaySettings(address=address, actors=1)).scored
@@ -508,6 +519,19 @@ def test_an_existing_cluster_is_left_running(cluster, profile, canonical, scorer
         assert ray.cluster_resources()["CPU"] == CPUS
     finally:
         ray.shutdown()
+
+
+def test_ray_actors_on_onnxruntime_score_as_the_local_engine_does(cluster, tmp_path, canonical, local_scored):
+    """Both actors find no graph and export it at once: each writes it whole, and one file stays.
+    The actors are the module's cluster's."""
+    address, _ = cluster
+    onnx_profile = load_profile(DEFAULT, {"scoring.embedding_cache.enabled": False,
+                                          "scoring.embedding_cache.path": str(tmp_path / "embedding-cache"),
+                                          "scoring.backend": "onnxruntime"})
+    run = engines.run_on_ray(canonical, onnx_profile, RaySettings(address=address, actors=CPUS, batch_rows=3))
+    assert_same_scores(run.scored, local_scored)
+    assert run.scorer["backend"] == "onnxruntime" and run.scorer["backend_versions"] == backend_versions()
+    assert len(list((tmp_path / "onnx-graphs").glob("*.onnx"))) == 1
 
 
 # ---------------------------------------------------------------- the notebook
@@ -553,9 +577,11 @@ def staged_rows(folder: Path, part: str) -> list[int]:
     return sorted(position for table in tables for position in table.column(POSITION).to_pylist())
 
 
-def test_rows_and_scores_go_through_a_shared_folder(tmp_path, monkeypatch, profile, canonical, local_scored):
+def test_rows_and_scores_go_through_a_shared_folder(cluster, tmp_path, monkeypatch, profile, canonical,
+                                                   local_scored):
+    """A folder path as ray_shared_path, on the module's cluster."""
     shared = tmp_path / "shared"
-    settings = RaySettings(actors=CPUS, batch_rows=5, local_cpus=CPUS, shared_path=str(shared))
+    settings = RaySettings(address=cluster[0], actors=CPUS, batch_rows=5, shared_path=str(shared))
     # The driver keeps the folder, so that the test can read what went through it.
     monkeypatch.setattr(engines.SharedStaging, "remove", lambda staging: "kept by the test")
     run = engines.run_on_ray(canonical, profile, settings, run_id="run-1")
@@ -569,9 +595,10 @@ def test_rows_and_scores_go_through_a_shared_folder(tmp_path, monkeypatch, profi
     assert run.counts["sequences_encoded"] > 0
 
 
-def test_a_later_attempt_never_reads_an_earlier_ones_parts(tmp_path, profile, canonical, scorer):
+def test_a_later_attempt_never_reads_an_earlier_ones_parts(cluster, tmp_path, profile, canonical, scorer):
+    """A file:// ray_shared_path, on the module's cluster."""
     shared = tmp_path / "shared"
-    settings = RaySettings(actors=1, local_cpus=CPUS, shared_path=f"file://{shared}")
+    settings = RaySettings(address=cluster[0], actors=1, shared_path=f"file://{shared}")
     rows = canonical.iloc[:4]
     # An interrupted attempt's scored part, with rows of its own, left under the same run.
     stale = shared / "run-1" / "20260101T000000Z-deadbeef" / "scored"
@@ -584,21 +611,25 @@ def test_a_later_attempt_never_reads_an_earlier_ones_parts(tmp_path, profile, ca
     assert sorted(p.name for p in (shared / "run-1").iterdir()) == ["20260101T000000Z-deadbeef"]
 
 
-def test_a_shared_folder_on_s3(tmp_path_factory, monkeypatch, profile, canonical, local_scored):
-    """Rows and scores through s3:// (moto's server): the actors reach it with their own AWS chain."""
+def test_a_shared_folder_on_s3(cluster, tmp_path_factory, monkeypatch, profile, canonical, local_scored):
+    """Rows and scores through s3:// (moto's server): the actors reach it with their own AWS chain.
+    They are the module's cluster's, so the AWS variables reach them in their runtime_env."""
     import boto3
     from s3server import AWS_VARIABLES_REPLACED, MotoServer, aws_test_variables
 
     for name in AWS_VARIABLES_REPLACED:
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name, raising=False)  # the cluster's processes have none of them either
     with MotoServer(tmp_path_factory.mktemp("moto") / "access.log") as server:
-        for name, value in aws_test_variables(server.url, tmp_path_factory.mktemp("aws")).items():
-            monkeypatch.setenv(name, value)  # before the local Ray starts, so its workers have them
+        variables = aws_test_variables(server.url, tmp_path_factory.mktemp("aws"))
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)  # the driver's, which writes the input parts
         admin = boto3.client("s3", endpoint_url=server.url, region_name="us-east-1",
                              aws_access_key_id="testing", aws_secret_access_key="testing")
         admin.create_bucket(Bucket="staging")
-        settings = RaySettings(actors=CPUS, batch_rows=4, local_cpus=CPUS,
-                               shared_path="s3://staging/evalbook")
+        settings = RaySettings(address=cluster[0], actors=CPUS, batch_rows=4,
+                               shared_path="s3://staging/evalbook",
+                               remote_args={**engines.ACTOR_FAULT_TOLERANCE,
+                                            "runtime_env": {"env_vars": variables}})
         run = engines.run_on_ray(canonical, profile, settings, run_id="run-1")
 
         assert_same_scores(run.scored, local_scored)
@@ -620,7 +651,7 @@ def ray_start(*arguments: str) -> subprocess.Popen:
     return subprocess.Popen([str(ray_cli), "start", "--block", "--disable-usage-stats", *arguments],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True,
-                            env={**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")})
+                            env={**os.environ, "RAY_AUTH_MODE": settled_auth_mode()})
 
 
 def stop_node(*processes: subprocess.Popen) -> None:
