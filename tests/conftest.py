@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 # Fixtures that make real runs: a test that uses one is slow (make test-fast leaves it out), marked
 # here so that it cannot be forgotten. Other slow tests carry the mark themselves.
 SLOW_FIXTURES = frozenset({"sample_runs"})
+# The session's headless Chromium (`browser`): a test that opens a page in it is slow too.
+BROWSER_FIXTURE = "browser"
 
 # make test runs the suite on two pytest-xdist workers (`--dist loadscope`), handing out units of
 # work with `UnitScheduling` below. A unit is one test module, so that its module fixtures are made
@@ -80,6 +82,8 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(items):
     unlisted = set()
     for item in items:
+        if BROWSER_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
             if unit_of(item.nodeid) != SAMPLE_RUNS_GROUP:
@@ -89,6 +93,18 @@ def pytest_collection_modifyitems(items):
                                 "SAMPLE_RUNS_MODULES in tests/conftest.py")
     rank = {unit: position for position, unit in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(unit_of(item.nodeid), len(rank)))
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium (a Playwright Browser, tests/browser.py) for every page test of the
+    worker, launched when the first one asks and closed at the session's end. Each test opens
+    its pages in a context of its own (inspect_offline, first_screen), which it closes; a test
+    about reopening a browser launches its own (test_label_e2e)."""
+    from browser import offline_browser
+
+    with offline_browser() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="session", autouse=True)

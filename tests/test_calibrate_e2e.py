@@ -26,7 +26,7 @@ import yaml
 from scipy import stats
 from sklearn import metrics as sk
 
-from browser import first_screen, inspect_offline, offline_browser
+from browser import first_screen, inspect_offline
 from evalbook.calibrate.document import validate_calibration
 from evalbook.layout import CALIBRATION_DIR
 from evalbook.metrics import metric as registered
@@ -77,12 +77,6 @@ def calibrated(outputs, sample_runs) -> Calibrated:
     path = Path(done.stdout.strip().splitlines()[-1])
     report = json.loads(next(root.rglob(f"{run_id}.json")).read_text("utf-8"))
     return Calibrated(root, profile, run_id, report, path, json.loads(path.read_text("utf-8")), done.stdout)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with offline_browser() as launched:
-        yield launched
 
 
 def entry(doc: dict, name: str) -> dict:

@@ -22,7 +22,7 @@ import papermill
 import pytest
 import yaml
 
-from browser import inspect_offline, offline_browser
+from browser import inspect_offline
 from evalbook.compare.document import validate_comparison
 from evalbook.publish.pages import external_references, noinput_path
 from evalbook.layout import COMPARISONS_DIR
@@ -85,12 +85,6 @@ def runs(sample_runs):
 def comparison(runs) -> Comparison:
     # `make compare` with neither A nor B: the two latest successful runs.
     return compare_cli(runs.profile)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with offline_browser() as launched:
-        yield launched
 
 
 def page_text(page: Path) -> str:

@@ -12,7 +12,7 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 import hostile
-from browser import inspect_offline, offline_browser
+from browser import inspect_offline
 from evalbook.publish.pages import external_references, noinput_path, render_html
 
 PLOT_SOURCE = """%matplotlib inline
@@ -38,12 +38,6 @@ WIDGET_STATE = {"application/vnd.jupyter.widget-state+json": {
     "state": {}, "version_major": 2, "version_minor": 0}}
 WIDGET_STATE_TAG = '<script type="application/vnd.jupyter.widget-state+json">'
 CDN_HOSTS = ("cdnjs.cloudflare.com", "unpkg.com", "cdn.jsdelivr.net")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with offline_browser() as launched:
-        yield launched
 
 
 @pytest.fixture(scope="module")
