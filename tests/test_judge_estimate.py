@@ -54,11 +54,19 @@ def config(default_judge_config) -> dict:
     return default_judge_config
 
 
+# How long a test waits on an encoding's load that can only end by itself (a load that fails at
+# once, or a stand-in's): no machine's load can make it time out, so the test's outcome never
+# depends on the clock. Only the test of a hanging fetch sets a short wait of its own.
+NO_WAIT_LIMIT = 3600.0
+
+
 @pytest.fixture
 def no_loaded_encodings(monkeypatch) -> dict:
-    """The estimate's loads of tiktoken's encodings, made afresh by the test."""
+    """The estimate's loads of tiktoken's encodings, made afresh by the test, each waited on
+    until it ends (NO_WAIT_LIMIT)."""
     loads: dict = {}
     monkeypatch.setattr(estimate_module, "_encoding_loads", loads)
+    monkeypatch.setattr(estimate_module, "ENCODING_LOAD_TIMEOUT", NO_WAIT_LIMIT)
     return loads
 
 
@@ -181,7 +189,7 @@ def test_a_ranks_fetch_that_hangs_is_given_up_on_and_said_so(config, tmp_path, m
     release = threading.Event()
 
     def hanging(url: str) -> bytes:
-        release.wait(60)
+        release.wait(NO_WAIT_LIMIT)
         raise requests.ConnectionError("released by the test")
 
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty-tiktoken-cache"))
@@ -193,7 +201,7 @@ def test_a_ranks_fetch_that_hangs_is_given_up_on_and_said_so(config, tmp_path, m
         assert not no_loaded_encodings["o200k_base"].done()  # returned while the fetch still hangs
     finally:
         release.set()
-        no_loaded_encodings["o200k_base"].exception(timeout=60)  # ended: tiktoken's registry lock is free
+        no_loaded_encodings["o200k_base"].exception(timeout=NO_WAIT_LIMIT)  # ended: tiktoken's registry lock is free
     assert tokens.total is None
     assert "loading tiktoken's encoding o200k_base timed out after 0.2 s" in tokens.counter
     assert "TIKTOKEN_CACHE_DIR" in tokens.counter
