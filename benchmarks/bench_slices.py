@@ -1,7 +1,10 @@
 """Benchmark: what slicing adds to 02_score and 04_report on a 12,000-row run (issue 26, item 7).
 
-Target: slicing a 12,000-row run with 6 metadata columns and topics adds at most 10% to the time
-of 02 and 04 together, and a warm run makes 0 new encodings for the topics' question embeddings.
+Targets: slicing a 12,000-row run with 6 metadata columns and topics adds at most 10% to the time
+of a cold 02 and 04 together (issue 26; as revised, the question encodings it requires excluded)
+and at most 40% to a warm one (issue 40, item 7); a warm run makes 0 new encodings for the topics'
+question embeddings; and the sliced run's embedding cache fits well under its cap (its size on
+disk is recorded beside the cap).
 
 The rows are synthetic, generated here, with nothing copied from a dataset: questions (6-25
 words, about 14), references (3-150 words, median about 30, the lengths of rag-dataset-12000)
@@ -53,7 +56,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import BENCH_OUTPUTS, DEFAULT_PROFILE, perturb, provenance, write_json  # noqa: E402
 
-TARGET_SHARE = 0.10
+TARGET_SHARE = 0.10  # cold
+WARM_TARGET_SHARE = 0.40
 SEED = 0
 K = 5  # retrieval k, the default profile's
 TOPICS = {
@@ -255,11 +259,16 @@ def run_variant(scorer, inputs: Inputs, sliced: bool, report_path: Path) -> dict
     return result
 
 
-def share(plain: dict[str, Any], sliced: dict[str, Any]) -> dict[str, Any]:
+def share(plain: dict[str, Any], sliced: dict[str, Any], target: float) -> dict[str, Any]:
     added = sliced["total_seconds"] - plain["total_seconds"]
     ratio = added / plain["total_seconds"]
-    return {"added_seconds": round(added, 2), "added_share": round(ratio, 3), "target_share": TARGET_SHARE,
-            "meets_target": ratio <= TARGET_SHARE}
+    return {"added_seconds": round(added, 2), "added_share": round(ratio, 3), "target_share": target,
+            "meets_target": ratio <= target}
+
+
+def bytes_on_disk(folder: Path) -> int:
+    """The size of the files under `folder` (an embedding cache), as its cap counts them."""
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
 def warm_up(scorer, inputs: Inputs, folder: Path) -> None:
@@ -297,12 +306,15 @@ def main() -> int:
                 print(f"{run} {variant}: {args.rows} rows ...", file=sys.stderr, flush=True)
                 results[run][variant] = run_variant(scorer, inputs, variant == "sliced",
                                                     work / f"{run}-{variant}" / "report.json")
-            results[run].update(share(results[run]["plain"], results[run]["sliced"]))
+            results[run].update(share(results[run]["plain"], results[run]["sliced"],
+                                      TARGET_SHARE if run == "cold" else WARM_TARGET_SHARE))
+        cache_bytes = {variant: bytes_on_disk(work / f"cache-{variant}") for variant in ("plain", "sliced")}
     warm_new = results["warm"]["sliced"]["new_encodings"]
     record.update({"rows": args.rows, "metadata_columns": inputs.metadata_types,
                    "distinct_questions": int(inputs.canonical["question"].nunique()),
                    "model_load_seconds": round(load_seconds, 2), "torch_threads": scorer.provenance.torch_threads,
-                   "target_share": TARGET_SHARE, **results, "warm_new_encodings": warm_new,
+                   "target_share": TARGET_SHARE, "warm_target_share": WARM_TARGET_SHARE, **results,
+                   "warm_new_encodings": warm_new, "cache_bytes": cache_bytes, "cache_max_bytes": max_bytes,
                    "meets_targets": bool(results["cold"]["meets_target"] and results["warm"]["meets_target"]
                                          and warm_new == 0),
                    "load_average_at_end": os.getloadavg()})
@@ -312,7 +324,9 @@ def main() -> int:
         print(f"{run}: plain {plain['total_seconds']} s {plain['seconds']}")
         print(f"{run}: sliced {sliced['total_seconds']} s {sliced['seconds']}")
         print(f"{run}: slicing adds {results[run]['added_seconds']} s, {results[run]['added_share']:.1%} "
-              f"(target <= {TARGET_SHARE:.0%})")
+              f"(target <= {results[run]['target_share']:.0%})")
+    print(f"embedding cache on disk: {cache_bytes['sliced'] / 1e9:.3f} GB sliced, {cache_bytes['plain'] / 1e9:.3f} GB "
+          f"plain, against a cap of {max_bytes / 1e9:.3f} GB")
     print(f"warm sliced run: {warm_new} new encodings (target 0); load average "
           f"{record['machine']['load_average_at_start'][0]:.2f} at start, {record['load_average_at_end'][0]:.2f} at end")
     assert warm_new == 0, f"the warm sliced run encoded {warm_new} sequences; its embeddings should all be cached"

@@ -251,9 +251,20 @@ def test_the_slices_benchmark_rows_load_with_six_typed_metadata_columns_and_are_
 
 
 def test_the_slices_benchmark_reports_the_added_share_against_the_target():
-    assert bench_slices.share({"total_seconds": 100.0}, {"total_seconds": 110.0}) == {
+    cold, warm = bench_slices.TARGET_SHARE, bench_slices.WARM_TARGET_SHARE
+    assert (cold, warm) == (0.10, 0.40)
+    assert bench_slices.share({"total_seconds": 100.0}, {"total_seconds": 110.0}, cold) == {
         "added_seconds": 10.0, "added_share": 0.1, "target_share": 0.1, "meets_target": True}
-    assert bench_slices.share({"total_seconds": 100.0}, {"total_seconds": 111.0})["meets_target"] is False
+    assert bench_slices.share({"total_seconds": 100.0}, {"total_seconds": 111.0}, cold)["meets_target"] is False
+    assert bench_slices.share({"total_seconds": 25.9}, {"total_seconds": 36.2}, warm)["meets_target"] is True
+    assert bench_slices.share({"total_seconds": 25.9}, {"total_seconds": 36.3}, warm)["meets_target"] is False
+
+
+def test_the_slices_benchmark_measures_a_cache_as_its_cap_counts_it(tmp_path):
+    (tmp_path / "v1" / "ab").mkdir(parents=True)
+    (tmp_path / "v1" / "ab" / "one.emb").write_bytes(b"x" * 1000)
+    (tmp_path / "v1" / "two.emb").write_bytes(b"y" * 24)
+    assert bench_slices.bytes_on_disk(tmp_path) == 1024
 
 
 # ---------------------------------------------------------------- the generate benchmark
