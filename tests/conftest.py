@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # Fixtures that make real runs: a test that uses one is slow (make test-fast leaves it out), marked
 # here so that it cannot be forgotten. Other slow tests carry the mark themselves.
 SLOW_FIXTURES = frozenset({"sample_runs"})
-# The session's headless Chromium (`browser`): a test that opens a page in it is slow too.
+# The module's headless Chromium (`browser`): a test that opens a page in it is slow too.
 BROWSER_FIXTURE = "browser"
 
 # make test runs the suite on two pytest-xdist workers (`--dist loadscope`), handing out units of
@@ -95,12 +95,15 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(unit_of(item.nodeid), len(rank)))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """One headless Chromium (a Playwright Browser, tests/browser.py) for every page test of the
-    worker, launched when the first one asks and closed at the session's end. Each test opens
-    its pages in a context of its own (inspect_offline, first_screen), which it closes; a test
-    about reopening a browser launches its own (test_label_e2e)."""
+    """A headless Chromium (a Playwright Browser, tests/browser.py) shared by a module's page
+    tests, closed at the module's end; each test opens its pages in a context it closes.
+
+    Not one for the session: while a Playwright sync browser is open, its event loop counts as
+    running in the thread, so a later module's `asyncio.run` (the judge client's and evalbook.calls'
+    tests of running inside and outside a loop) and another module's own launch (the labelling
+    test's) fail. A module that holds such a test launches its browser inside the test."""
     from browser import offline_browser
 
     with offline_browser() as launched:

@@ -399,7 +399,7 @@ def test_the_context_is_one_for_the_page_and_the_summary():
 
 # ---------------------------------------------------------------- a real run, in Chromium
 
-def test_the_no_code_report_shows_where_it_fails_in_the_first_screen(sample_runs, browser):
+def test_the_no_code_report_shows_where_it_fails_in_the_first_screen(sample_runs):
     """The sample's domain column and the derived slices reach 04_report's page: the section's
     heading and its first sentence are on the first screen, after the headline, and a forest
     plot and the table follow."""
@@ -411,7 +411,7 @@ def test_the_no_code_report_shows_where_it_fails_in_the_first_screen(sample_runs
     assert context["present"], "the sample run's report has no slices section"
     assert "domain" in [column["name"] for column in report["slices"]["columns"]]
     page = run.run_dir / "04_report.noinput.html"
-    seen = first_screen(page, browser=browser)
+    seen = first_screen(page)
     if context["flagged"]:
         first = context["flagged"][0]
         expected = f"{first['subject']} {first['name']} score {first['metrics'][0]['label']}"

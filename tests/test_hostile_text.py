@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 import hostile
-from browser import inspect_offline
+from browser import inspect_offline, offline_browser
 from evalbook.escaping import visible_controls
 from evalbook.publish.index import build_index
 from evalbook.publish.trend import build_trend_page
@@ -201,15 +201,16 @@ def test_every_page_is_written_and_holds_no_raw_control_character(outputs):
         assert not RAW_CONTROL.search(page.read_text("utf-8")), page
 
 
-def test_every_page_opens_without_a_dialog_or_an_element_made_from_a_payload(outputs, browser):
-    for page, texts in pages_written(outputs).items():
-        seen = inspect_offline(page, browser)
-        active = seen["active"]
-        assert seen["dialogs"] == [], page
-        assert active["handlers"] == [] and active["javascript_urls"] == [], (page, active)
-        assert active["details"] == [] and active["svgs"] == [], (page, active)
-        assert not [s for s in active["scripts"] if "alert(" in s["text"]], (page, active["scripts"])
-        assert all(image["src"].startswith("data:") for image in seen["images"]), (page, seen["images"])
-        assert seen["non_local_requests"] == [], page
-        for text in texts:
-            assert text in seen["text"], (page, text)
+def test_every_page_opens_without_a_dialog_or_an_element_made_from_a_payload(outputs):
+    with offline_browser() as browser:
+        for page, texts in pages_written(outputs).items():
+            seen = inspect_offline(page, browser)
+            active = seen["active"]
+            assert seen["dialogs"] == [], page
+            assert active["handlers"] == [] and active["javascript_urls"] == [], (page, active)
+            assert active["details"] == [] and active["svgs"] == [], (page, active)
+            assert not [s for s in active["scripts"] if "alert(" in s["text"]], (page, active["scripts"])
+            assert all(image["src"].startswith("data:") for image in seen["images"]), (page, seen["images"])
+            assert seen["non_local_requests"] == [], page
+            for text in texts:
+                assert text in seen["text"], (page, text)

@@ -216,8 +216,8 @@ def test_an_empty_outputs_root_gets_an_index(tmp_path):
 
 
 @pytest.mark.slow  # headless Chromium
-def test_index_opens_offline_in_chromium(outputs, browser):
-    seen = inspect_offline(build_index(outputs), browser)
+def test_index_opens_offline_in_chromium(outputs):
+    seen = inspect_offline(build_index(outputs))
     assert seen["non_local_requests"] == []
     assert seen["console_errors"] == []
     assert seen["title"] == "evalbook runs"
@@ -372,12 +372,11 @@ def test_the_report_link_opens_the_no_code_page_and_each_run_shows_its_overrides
     assert "no overrides" in text
 
 
-def test_the_index_fits_a_1280_pixel_screen(outputs, browser):
+def test_the_index_fits_a_1280_pixel_screen(outputs):
+    from browser import offline_browser
+
     index = build_index(outputs)
-    context = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
-    try:
-        page = context.new_page()
+    with offline_browser() as browser:
+        page = browser.new_context(offline=True, viewport={"width": 1280, "height": 900}).new_page()
         page.goto(index.resolve().as_uri(), wait_until="load")
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
-    finally:
-        context.close()

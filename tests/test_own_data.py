@@ -113,14 +113,14 @@ def test_a_users_own_csv_runs_with_one_override_and_its_report_carries_the_csv_s
         assert not kernel_noise, f"{notebook.name}: {kernel_noise}"
 
 
-def test_the_no_code_report_opens_with_the_headline_numbers_and_their_intervals(own_run, browser):
+def test_the_no_code_report_opens_with_the_headline_numbers_and_their_intervals(own_run):
     import json
 
     from browser import first_screen
 
     folder, report_path, _ = own_run
     report = json.loads(report_path.read_text("utf-8"))
-    seen = first_screen(report_path.with_suffix("") / "04_report.noinput.html", browser=browser)
+    seen = first_screen(report_path.with_suffix("") / "04_report.noinput.html")
     f1 = report["intervals"]["metrics"]["bertscore_f1"]
     cosine = report["intervals"]["metrics"]["sentence_cosine"]
     for expected in ("helpdesk-eval", "4 examples", "generator unknown", "95% interval", "BERTScore F1",

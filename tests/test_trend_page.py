@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from browser import inspect_offline
+from browser import inspect_offline, offline_browser
 from evalbook.layout import TREND_FILE
 from evalbook.publish.trend import build_trend_page
 
@@ -59,9 +59,10 @@ def on_screen(page_path: Path, browser: Any) -> tuple[dict[str, Any], Any]:
         context.close()
 
 
-def test_the_trend_page_opens_offline_with_its_figure_on_the_first_screen(trend_page, sample_runs, browser):
-    seen = inspect_offline(trend_page, browser)
-    layout, figure_visible = on_screen(trend_page, browser)
+def test_the_trend_page_opens_offline_with_its_figure_on_the_first_screen(trend_page, sample_runs):
+    with offline_browser() as browser:
+        seen = inspect_offline(trend_page, browser)
+        layout, figure_visible = on_screen(trend_page, browser)
     assert seen["non_local_requests"] == [], seen["non_local_requests"]
     assert seen["console_errors"] == [], seen["console_errors"]
     assert seen["images"] and all(image["src"].startswith("data:image/png") for image in seen["images"])
