@@ -46,6 +46,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import closing
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -156,14 +157,18 @@ def timed(function: Callable[[], Any]) -> tuple[Any, float]:
     return value, time.perf_counter() - start
 
 
-def use_cache(scorer, folder: Path, max_bytes: int) -> None:
+def use_cache(scorer, inputs: "Inputs", folder: Path, max_bytes: int) -> None:
     """Point the loaded scorer at the disk cache in `folder` with an empty memory cache, as a
-    new 02_score kernel would start: models stay loaded, nothing computed before is kept."""
+    new 02_score kernel would start: models stay loaded, nothing computed before is kept. The
+    topics and the slices' tests use the results store in the same folder, as a run's do
+    (evalbook.resultcache)."""
+    from evalbook.params import load_profile
     from evalbook.score.embcache import EmbeddingCache, MemoryLRU
     from evalbook.score.scoring import MEMORY_CACHE_BYTES
 
     scorer.cache = EmbeddingCache(folder, max_bytes)
     scorer.memory = MemoryLRU(MEMORY_CACHE_BYTES)
+    inputs.profile = load_profile(DEFAULT_PROFILE, {**inputs.overrides, "scoring.embedding_cache.path": str(folder)})
 
 
 class Inputs:
@@ -181,6 +186,7 @@ class Inputs:
                  "predictions_path": str(write_jsonl(folder / "predictions.jsonl", predictions))}
         overrides = {**paths, "dataset.name": "bench-slices", "generator": "synthetic",
                      "scoring.embedding_cache.path": str(folder / "unused-cache")}
+        self.overrides = overrides
         self.profile = load_profile(DEFAULT_PROFILE, overrides)
         self.models = resolve_profile_models(self.profile)
         loaded = load_evaluation_set(paths["input_path"], paths["predictions_path"])
@@ -224,7 +230,7 @@ def slice_section(report: dict[str, Any], figures_dir: Path) -> None:
 def run_variant(scorer, inputs: Inputs, sliced: bool, report_path: Path) -> dict[str, Any]:
     """One variant's 02 and 04 work, each part timed; the scorer's cache is set by the caller."""
     from evalbook.metrics import QUESTION_EMBEDDING
-    from evalbook.pipeline import question_topics
+    from evalbook.pipeline import question_topics, results_cache
     from evalbook.report.document import build_report, write_report
     from evalbook.score.scoring import score_answers
 
@@ -241,9 +247,10 @@ def run_variant(scorer, inputs: Inputs, sliced: bool, report_path: Path) -> dict
         settings = inputs.profile["slices"]
         slicing = {"metadata_types": inputs.metadata_types, "by": settings["by"], "min_n": settings["min_n"],
                    "topics": topics}
-    report, seconds["build_report"] = timed(partial(
-        build_report, timestamp=datetime.now(timezone.utc), scored=scored, slicing=slicing,
-        **inputs.report_arguments(scorer)))
+    with closing(results_cache(inputs.profile)) as cache:
+        report, seconds["build_report"] = timed(partial(
+            build_report, timestamp=datetime.now(timezone.utc), scored=scored, slicing=slicing,
+            results_cache=cache, **inputs.report_arguments(scorer)))
     _, seconds["write_report"] = timed(partial(write_report, report, report_path, overwrite=True))
     if sliced:
         _, seconds["slice_section"] = timed(partial(slice_section, report, report_path.parent / "figures"))
@@ -280,7 +287,7 @@ def warm_up(scorer, inputs: Inputs, folder: Path) -> None:
                                  str(write_jsonl(folder / "warm-up-predictions.jsonl", predictions)))
     warm = copy.copy(inputs)
     warm.canonical = loaded.table
-    use_cache(scorer, folder / "warm-up-cache", inputs.profile["scoring"]["embedding_cache"]["max_bytes"])
+    use_cache(scorer, warm, folder / "warm-up-cache", inputs.profile["scoring"]["embedding_cache"]["max_bytes"])
     run_variant(scorer, warm, True, folder / "warm-up" / "report.json")
 
 
@@ -302,7 +309,7 @@ def main() -> int:
         for run in ("cold", "warm"):
             results[run] = {}
             for variant in ("plain", "sliced"):
-                use_cache(scorer, work / f"cache-{variant}", max_bytes)
+                use_cache(scorer, inputs, work / f"cache-{variant}", max_bytes)
                 print(f"{run} {variant}: {args.rows} rows ...", file=sys.stderr, flush=True)
                 results[run][variant] = run_variant(scorer, inputs, variant == "sliced",
                                                     work / f"{run}-{variant}" / "report.json")

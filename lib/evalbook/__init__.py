@@ -98,6 +98,8 @@ folder is spelled in `layout` alone. From the top:
 - templating    the one Jinja2 environment (templates/): every page and summary evalbook writes
 - calls         what the judge's and generate's calls share: their worker-thread loop, retry waits
 - replycache    their SQLite reply cache                 judge-cache.sqlite, generate-cache.sqlite
+- resultcache   seeded results kept between runs: the     results.sqlite (in the embedding
+                topics, the slices' tests                 cache's folder)
 - prompts       their versioned prompt templates, rendered in a sandbox
 - processes     child processes: probing a server, tying it to its parent, ending it, its log
 - kernel        the stage kernel's transport: local IPC sockets, not TCP

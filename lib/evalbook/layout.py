@@ -35,6 +35,7 @@ INTERACTIVE_CALIBRATION = "calibration.json"
 JUDGE_CACHE_FILE = "judge-cache.sqlite"
 GENERATE_CACHE_FILE = "generate-cache.sqlite"
 EMBEDDING_CACHE_DIR = "embedding-cache"
+RESULTS_FILE = "results.sqlite"  # in the embedding cache's folder: seeded results (evalbook.resultcache)
 # comparison ids carry the first 8 characters of each run id; a shorter prefix is too easily shared
 MIN_PREFIX = 8
 # the day folders of every env, `<env>/eval-runs/<yyyy>/<mm>/<dd>`, under an outputs root

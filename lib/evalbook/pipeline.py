@@ -14,6 +14,7 @@ import hashlib
 import json
 import sys
 import uuid
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -38,14 +39,17 @@ from evalbook.layout import (CANONICAL, CONVERSATIONS, GENERATED, GENERATION, IN
                              PROVENANCE, SCENARIO_JUDGMENTS, TRANSCRIPTS,
                              SCORED, SCORING_SUMMARY, TOPICS, interactive_folder, report_path)
 from evalbook.metrics import QUESTION_EMBEDDING, names
-from evalbook.params import (Profile, generate_cache_path, judge_cache_path, load_profile, local_outputs_root,
+from evalbook.params import (Profile, embedding_cache_path, generate_cache_path, judge_cache_path, load_profile,
+                             local_outputs_root,
                              resolve_path,
                              locate_profile)
 from evalbook.provenance import run_provenance
 from evalbook.redaction import profile_redactor
 from evalbook.replycache import ReplyCache
 from evalbook.report.document import build_report, write_report
+from evalbook.report import topics as topics_module
 from evalbook.report.topics import Topics, find_topics
+from evalbook.resultcache import ResultCache, code_identity
 from evalbook.scenarios.judging import judge_scenarios
 from evalbook.scenarios.report import scenarios_section
 from evalbook.scenarios.run import (check_budget as check_scenario_budget, conversations, describe_plan,
@@ -302,9 +306,18 @@ def question_topics(profile: Profile, canonical: pd.DataFrame, embeddings: pd.Se
     if embeddings is None:
         raise StageError("the scores came without the questions' embeddings, which the topics need")
     points = np.stack([np.asarray(row, dtype=np.float32) for row in embeddings])
-    found = find_topics(points, canonical["question"].tolist(), k=setting["k"], seed=BOOTSTRAP.seed,
-                        min_size=profile["slices"]["min_n"])
-    return found.as_record(ids, BOOTSTRAP.seed, setting["k"])
+    questions = canonical["question"].tolist()
+
+    def compute() -> dict[str, Any]:
+        found = find_topics(points, questions, k=setting["k"], seed=BOOTSTRAP.seed,
+                            min_size=profile["slices"]["min_n"])
+        return found.as_record(ids, BOOTSTRAP.seed, setting["k"])
+
+    # seeded: the same questions and embeddings give the same topics, so a warm rerun reads them
+    key = [points, questions, ids, setting["k"], BOOTSTRAP.seed, profile["slices"]["min_n"],
+           code_identity([topics_module], ["numpy", "scipy", "scikit-learn"])]
+    with closing(results_cache(profile)) as cache:
+        return cache.result("topics", key, compute)
 
 
 def scored_table(ctx: StageContext) -> pd.DataFrame:
@@ -564,15 +577,23 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
               "skipped_incomplete_rows": loaded["skipped_incomplete_rows"],
               # a load.json written before warnings were recorded has none
               "warnings": loaded.get("warnings", [])}
-    return build_report(
-        run_id=ctx.run_id, timestamp=datetime.now(timezone.utc),
-        dataset=dataset_label(ctx.profile),
-        models={"generator": generator_of(ctx.profile, loaded, generation),
-                "bertscore": scoring["bertscore_model"],
-                "sentence_transformer": scoring["sentence_transformer_model"]},
-        canonical=canonical, scored=scored, load_counts=counts,
-        k=ctx.profile["retrieval"]["k"], provenance=provenance, judge=judged, generation=generation,
-        slicing=slicing(ctx, loaded), scenarios=scenarios_report(ctx))
+    with closing(results_cache(ctx.profile)) as cache:
+        return build_report(
+            run_id=ctx.run_id, timestamp=datetime.now(timezone.utc),
+            dataset=dataset_label(ctx.profile),
+            models={"generator": generator_of(ctx.profile, loaded, generation),
+                    "bertscore": scoring["bertscore_model"],
+                    "sentence_transformer": scoring["sentence_transformer_model"]},
+            canonical=canonical, scored=scored, load_counts=counts,
+            k=ctx.profile["retrieval"]["k"], provenance=provenance, judge=judged, generation=generation,
+            slicing=slicing(ctx, loaded), scenarios=scenarios_report(ctx), results_cache=cache)
+
+
+def results_cache(profile: Profile) -> ResultCache:
+    """The store of seeded results (the topics, the slices' tests) kept in the embedding
+    cache's folder; none when the profile turns the embedding cache off."""
+    enabled = profile["scoring"]["embedding_cache"]["enabled"]
+    return ResultCache(Path(embedding_cache_path(profile)) if enabled else None)
 
 
 def scenarios_report(ctx: StageContext) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ import pandas as pd
 from evalbook.files import write_atomically
 from evalbook.metrics import METRICS, SCORE_FLAGS, Metric, names, of_kind
 from evalbook.report.slices import SliceSettings, report_slices
+from evalbook.resultcache import ResultCache
 from evalbook.stats import BOOTSTRAP, PERCENTILE_METHOD, mean_interval, rate, summarize
 from evalbook.validation import ReportError, validate_report
 
@@ -114,7 +115,8 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
                  judge: dict[str, Any] | None = None,
                  generation: dict[str, Any] | None = None,
                  slicing: dict[str, Any] | None = None,
-                 scenarios: dict[str, Any] | None = None) -> dict[str, Any]:
+                 scenarios: dict[str, Any] | None = None,
+                 results_cache: ResultCache | None = None) -> dict[str, Any]:
     """Assemble the report; `timestamp` must be timezone-aware UTC.
 
     `judge` is 03_judge's result ({summary, models_judge, records}); without it the report
@@ -123,7 +125,8 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
     `metadata_types` (01_load's), the profile's `by` and `min_n`, and 02_score's `topics`
     record (None when topics are off); without it the report has no slices (`slices` null).
     `scenarios` is the scenarios section (evalbook.scenarios.report), None when the run
-    simulated no conversation.
+    simulated no conversation. `results_cache` keeps the slices' tests between runs
+    (evalbook.resultcache); it changes no number.
     """
     if timestamp.utcoffset() is None or timestamp.utcoffset().total_seconds() != 0:
         raise ReportError("the report timestamp must be timezone-aware UTC")
@@ -145,7 +148,7 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
         slices, levels = report_slices(
             examples, canonical, scored, metrics=headline_metrics(judge["summary"]["metrics"]),
             metadata_types=slicing["metadata_types"], by=slicing["by"], k=k, topics=slicing["topics"],
-            settings=SliceSettings(min_n=slicing["min_n"], bootstrap=BOOTSTRAP))
+            settings=SliceSettings(min_n=slicing["min_n"], bootstrap=BOOTSTRAP), results_cache=results_cache)
         for example, example_levels in zip(examples, levels):
             example["slices"] = example_levels
     else:

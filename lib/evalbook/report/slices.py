@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -42,9 +43,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import beta, false_discovery_control
 
+from evalbook import stats
 from evalbook.errors import UnusableInput
 from evalbook.formatting import is_missing
 from evalbook.metrics import of_kind
+from evalbook.resultcache import ResultCache, code_identity
 from evalbook.stats import BOOTSTRAP, PERCENTILE_METHOD, Bootstrap
 
 MISSING_LEVEL = "(missing)"
@@ -643,17 +646,48 @@ def _lowest(result: LevelResult, values: Sequence[float | None], levels: np.ndar
             for i in members[:LOWEST]]
 
 
+def _slice_results(values: dict[str, list[Any]], columns: Sequence[SliceColumn], directions: dict[str, bool],
+                   settings: SliceSettings, untested: frozenset[tuple[str, str]],
+                   results_cache: ResultCache | None) -> list[LevelResult]:
+    """slice_run's results, from `results_cache` when it holds those of the same values, levels,
+    settings and code (evalbook.resultcache): the tests are seeded, so they are the same."""
+    levels = {c.name: c.levels for c in columns}
+
+    def compute() -> list[dict[str, Any]]:
+        return [{**r.as_dict(), "set_aside": list(r.set_aside)}
+                for r in slice_run(values, levels, directions, settings, untested)]
+
+    if results_cache is None:
+        records = compute()
+    else:
+        key = [{name: np.asarray([np.nan if v is None else v for v in metric], dtype=np.float64)
+                for name, metric in values.items()},
+               {name: _coded(level) for name, level in levels.items()}, directions,
+               [settings.min_n, settings.q_threshold, settings.permutations, repr(settings.bootstrap)],
+               sorted(untested), code_identity([sys.modules[__name__], stats], ["numpy", "scipy"])]
+        records = results_cache.result("slice_run", key, compute)
+    return [LevelResult(**{**record, "set_aside": tuple(record["set_aside"])}) for record in records]
+
+
+def _coded(levels: np.ndarray) -> list[Any]:
+    """A slice's levels as their distinct labels and each example's code: exact, and quick to key."""
+    labels, codes = np.unique(np.asarray(levels, dtype=object), return_inverse=True)
+    return [labels.tolist(), codes.astype(np.int64)]
+
+
 def report_slices(examples: Sequence[dict[str, Any]], canonical: pd.DataFrame, scored: pd.DataFrame, *,
                   metrics: Sequence[Any], metadata_types: dict[str, str], by: str | Sequence[str],
                   k: int, topics: dict[str, Any] | None,
-                  settings: SliceSettings = SliceSettings()) -> tuple[dict[str, Any], list[dict[str, str]]]:
+                  settings: SliceSettings = SliceSettings(),
+                  results_cache: ResultCache | None = None) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """The report's `slices` section (METHOD), and each example's level in every slice.
 
     `examples` are the report's examples, aligned with `canonical` and `scored`; `metrics` the
     registry's metrics to test (each with `.name`, `.value(example)`, `.higher_is_better`);
     `metadata_types` the types 01_load gave the metadata columns; `by` the profile's
-    `slices.by`; `topics` 02_score's topics record (None: topics are off). An unknown `by` column is
-    UnusableInput (metadata_slices)."""
+    `slices.by`; `topics` 02_score's topics record (None: topics are off); `results_cache` keeps
+    the tests between runs (evalbook.resultcache). An unknown `by` column is UnusableInput
+    (metadata_slices)."""
     columns, notes = metadata_slices([e["metadata"] for e in examples], metadata_types,
                                      None if by == "auto" else list(by))
     taken = {column.name for column in columns}
@@ -675,7 +709,7 @@ def report_slices(examples: Sequence[dict[str, Any]], canonical: pd.DataFrame, s
     values = {m.name: [m.value(e) for e in examples] for m in metrics}
     directions = {m.name: m.higher_is_better for m in metrics}
     untested = frozenset((c.name, metric) for c in columns for metric in c.untested)
-    results = slice_run(values, {c.name: c.levels for c in columns}, directions, settings, untested) if columns else []
+    results = _slice_results(values, columns, directions, settings, untested, results_cache) if columns else []
     by_name = {c.name: c for c in columns}
     levels = []
     for result in results:
