@@ -260,6 +260,15 @@ def test_the_slices_benchmark_reports_the_added_share_against_the_target():
     assert bench_slices.share({"total_seconds": 25.9}, {"total_seconds": 36.3}, warm)["meets_target"] is False
 
 
+def test_the_slices_benchmark_keeps_each_warm_variant_s_fastest_round():
+    assert bench_slices.WARM_ORDER == ("plain", "sliced", "sliced", "plain")
+    rounds = {"plain": [{"total_seconds": 29.1, "n": 1}, {"total_seconds": 21.6, "n": 2}],
+              "sliced": [{"total_seconds": 29.5, "n": 3}, {"total_seconds": 30.2, "n": 4}]}
+    assert bench_slices.fastest_rounds(rounds) == {
+        "plain": {"total_seconds": 21.6, "n": 2, "round_totals": [29.1, 21.6]},
+        "sliced": {"total_seconds": 29.5, "n": 3, "round_totals": [29.5, 30.2]}}
+
+
 def test_the_slices_benchmark_measures_a_cache_as_its_cap_counts_it(tmp_path):
     (tmp_path / "v1" / "ab").mkdir(parents=True)
     (tmp_path / "v1" / "ab" / "one.emb").write_bytes(b"x" * 1000)
