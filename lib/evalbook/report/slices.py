@@ -652,20 +652,19 @@ def _slice_results(values: dict[str, list[Any]], columns: Sequence[SliceColumn],
     """slice_run's results, from `results_cache` when it holds those of the same values, levels,
     settings and code (evalbook.resultcache): the tests are seeded, so they are the same."""
     levels = {c.name: c.levels for c in columns}
+    if results_cache is None:
+        return slice_run(values, levels, directions, settings, untested)
 
     def compute() -> list[dict[str, Any]]:
         return [{**r.as_dict(), "set_aside": list(r.set_aside)}
                 for r in slice_run(values, levels, directions, settings, untested)]
 
-    if results_cache is None:
-        records = compute()
-    else:
-        key = [{name: np.asarray([np.nan if v is None else v for v in metric], dtype=np.float64)
-                for name, metric in values.items()},
-               {name: _coded(level) for name, level in levels.items()}, directions,
-               [settings.min_n, settings.q_threshold, settings.permutations, repr(settings.bootstrap)],
-               sorted(untested), code_identity([sys.modules[__name__], stats], ["numpy", "scipy"])]
-        records = results_cache.result("slice_run", key, compute)
+    key = [{name: np.asarray([np.nan if v is None else v for v in metric], dtype=np.float64)
+            for name, metric in values.items()},
+           {name: _coded(level) for name, level in levels.items()}, directions,
+           [settings.min_n, settings.q_threshold, settings.permutations, repr(settings.bootstrap)],
+           sorted(untested), code_identity([sys.modules[__name__], stats], ["numpy", "scipy"])]
+    records = results_cache.result("slice_run", key, compute)
     return [LevelResult(**{**record, "set_aside": tuple(record["set_aside"])}) for record in records]
 
 
