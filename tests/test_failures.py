@@ -297,15 +297,20 @@ def by_gid(fig, prefix: str) -> list:
     return [artist for artist in fig.findobj() if (artist.get_gid() or "").startswith(prefix)]
 
 
+def row_names(fig) -> list:
+    return by_gid(fig, "row-name")
+
+
 def test_the_forest_plot_draws_each_level_with_its_interval_and_the_runs_mean():
     report = report_with(section(ORDERED))
     fig = figures.slice_forest(report, "bertscore_f1")
     assert drawn(fig).startswith(b"\x89PNG")
     (ax,) = fig.axes
-    labels = [tick.get_text() for tick in ax.get_yticklabels()]
+    labels = [name.get_text() for name in row_names(fig)]
     assert labels == ["topic (by meaning)", TOPIC_REFUND, "domain", "bank", "council", "retail", "nature",
                       "software", "answer length", "[1, 5] words"]
-    assert [tick.get_fontweight() for tick in ax.get_yticklabels()][:3] == ["bold", "normal", "bold"]
+    assert [name.get_fontweight() for name in row_names(fig)][:3] == ["bold", "normal", "bold"]
+    assert not ax.get_yticks().size  # the names are drawn beside the axis, not as its ticks
     worse = by_gid(fig, "levels:worse")
     assert worse and by_gid(fig, "levels:better") and by_gid(fig, "levels:too few to tell")
     (mean_line,) = by_gid(fig, "mean:bertscore_f1")
@@ -320,19 +325,19 @@ def test_the_forest_plot_of_forty_levels_stays_readable_and_hostile_names_draw_a
                     q=0.001 if i == 0 else 0.5) for c in range(5) for i in range(8)]
     fig = figures.slice_forest(report_with(section(levels)), "bertscore_f1")
     width, height = fig.get_size_inches()
-    assert len(fig.axes[0].get_yticklabels()) == 45 and 10 < height < 14 and width < 10
+    assert len(row_names(fig)) == 45 and 10 < height < 14 and width < 10
     assert drawn(fig)  # mathtext in a name would fail here if it were parsed
-    assert f"level 0 {hostile.MATHTEXT}" in [tick.get_text() for tick in fig.axes[0].get_yticklabels()]
+    assert f"level 0 {hostile.MATHTEXT}" in [name.get_text() for name in row_names(fig)]
     long_name = "x" * 100
     fig = figures.slice_forest(report_with(section([entry(long_name, long_name)])), "bertscore_f1")
-    assert max(len(tick.get_text()) for tick in fig.axes[0].get_yticklabels()) == figures.FOREST_LABEL_CHARACTERS
+    assert max(len(name.get_text()) for name in row_names(fig)) == figures.FOREST_LABEL_CHARACTERS
 
 
 def test_saving_the_forest_plot_measures_each_level_name_a_few_times_not_once_per_placement(tmp_path, monkeypatch):
-    """Placed automatically, the title and the empty y label had matplotlib measure every level's
+    """Placed automatically, the title and the empty y label had matplotlib measure every row's
     name again each time it placed them: 20 times per name for one saved PNG, a fifth of the time
-    04 spends on these plots at 60 levels (issue 40, item 7). Fixed in place, each is measured
-    5 times; the PNG is the same to the byte."""
+    04 spent on these plots at 60 levels (issue 40, item 7). Fixed in place, a name is measured a
+    few times."""
     levels = [entry(f"column {c}", f"level {i}") for c in range(5) for i in range(8)]
     fig = figures.slice_forest(report_with(section(levels)), "bertscore_f1")
     (ax,) = fig.axes
@@ -345,9 +350,11 @@ def test_saving_the_forest_plot_measures_each_level_name_a_few_times_not_once_pe
 
     monkeypatch.setattr(matplotlib.text.Text, "get_window_extent", counted)
     figures.save_png(fig, tmp_path, "forest")
-    names = ax.get_yticklabels()
+    names = row_names(fig)
     assert len(names) == 45 and max(measured.get(id(name), 0) for name in names) <= 6
-    assert ax.get_window_extent().y1 <= ax.title.get_window_extent().y0  # above the plot, as placed before
+    box = ax.get_window_extent()
+    assert box.y1 <= ax.title.get_window_extent().y0  # above the plot, as placed before
+    assert all(name.get_window_extent().x1 <= box.x0 for name in names)  # beside it, not over it
 
 
 def test_the_forest_plot_says_why_it_is_not_drawn():
