@@ -51,16 +51,25 @@ class Runner:
     children: list[psutil.Process] = field(default_factory=list)
 
     def run_dir_once(self, stage: str) -> Path:
-        """The run folder, once RUNNING is there and `stage`'s executed notebook exists."""
+        """The run folder, once RUNNING is there, `stage`'s executed notebook exists and its kernel
+        has started. Papermill writes the notebook before it starts the kernel: a test that
+        signalled as soon as the notebook appeared could find no kernel yet under the runner."""
         deadline = time.monotonic() + STARTUP_BOUND_SECONDS
         while time.monotonic() < deadline:
             for folder in self.outputs.glob("local/eval-runs/*/*/*/*/"):
-                if (folder / "RUNNING").is_file() and (folder / f"{stage}.ipynb").is_file():
+                if ((folder / "RUNNING").is_file() and (folder / f"{stage}.ipynb").is_file()
+                        and self.kernel_started()):
                     return folder
             if self.process.poll() is not None:
                 raise AssertionError(f"the run ended before {stage} started:\n{self.finish()[1]}")
             time.sleep(0.2)
         raise AssertionError(f"{stage} did not start within {STARTUP_BOUND_SECONDS} s")
+
+    def kernel_started(self) -> bool:
+        try:
+            return any("ipykernel" in " ".join(process.cmdline()) for process in self.descendants())
+        except psutil.NoSuchProcess:  # the runner, or a process under it, has just ended
+            return False
 
     def descendants(self) -> list[psutil.Process]:
         found = psutil.Process(self.process.pid).children(recursive=True)
