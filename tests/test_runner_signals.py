@@ -67,7 +67,8 @@ class Runner:
 
     def kernel_started(self) -> bool:
         try:
-            return any("ipykernel" in " ".join(process.cmdline()) for process in self.descendants())
+            return any("ipykernel" in " ".join(process.cmdline())
+                       for process in psutil.Process(self.process.pid).children(recursive=True))
         except psutil.NoSuchProcess:  # the runner, or a process under it, has just ended
             return False
 
