@@ -1,12 +1,15 @@
 """The scenarios for people: a headline, how the conversations ended, the pass rates, and each
 transcript with the judge's verdicts beside the replies they judged.
 
-Every text from a scenario file, the simulator, the system or the judge is escaped by the
-templates (evalbook.templating); the tables go through escaped_table or readable_table.
+Every text from a scenario file, the simulator, the system or the judge is cut to
+SHOWN_CHARACTERS by evalbook.escaping.shown_text (a 10 MB reply is kept whole in the report JSON,
+not on the page) and escaped by the templates (evalbook.templating); the tables go through
+escaped_table or readable_table, which cut and escape each cell.
 
 Where a rationale goes: a criterion's rationale is shown beside the turn it cites, the first
 turn holding a passage it quotes (in quotation marks, at least CITED_CHARACTERS long, case
-aside); a rationale that quotes no turn is shown after the transcript, with its criterion.
+aside); a rationale that quotes no turn is shown after the transcript, with its criterion. The
+whole rationale is matched against the whole turn: a passage past the cut still places it.
 Assertions judge one reply each, and their verdicts sit beside that reply.
 """
 
@@ -17,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from evalbook.escaping import shown_text
 from evalbook.formatting import MISSING, interval, percent
 from evalbook.templating import render
 
@@ -32,6 +36,22 @@ END_MEANINGS = {
     "simulator_error": "the simulator failed, or twice replied with what was not the JSON asked for",
 }
 MARK = {True: "✓", False: "✗", None: "?"}
+HEADLINE_FIELDS = ("n_transcripts", "n_scenarios", "repeats", "conversations", "replayed_from", "status", "reason",
+                   "nothing_to_score")
+SCENARIO_FIELDS = ("id", "goal", "persona", "expected_outcome")
+
+
+def _shown(value: Any) -> Any:
+    """`value` as a page shows it: each text in it, at any depth of dicts and lists, cut by
+    shown_text; anything else as it is. Apply it once: a cut text, its note included, is longer
+    than the cap and would be cut again."""
+    if isinstance(value, str):
+        return shown_text(value)
+    if isinstance(value, dict):
+        return {key: _shown(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_shown(item) for item in value]
+    return value
 
 
 def headline(section: dict[str, Any]) -> str:
@@ -39,11 +59,11 @@ def headline(section: dict[str, Any]) -> str:
     passed, and what was called."""
     ends = {reason: n for reason, n in section["end_reasons"].items() if n}
     outcomes = [s["outcomes"]["overall"] for s in section["scenarios"] if s.get("outcomes")]
-    return render("scenarios_headline.html", section=section,
+    return render("scenarios_headline.html", section=_shown({key: section.get(key) for key in HEADLINE_FIELDS}),
                   ends=", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in ends.items()),
                   n_passed=sum(o["n_passed"] for o in outcomes), n_judged=sum(o["n_judged"] for o in outcomes),
                   n_reliable=sum(bool(o["pass_all"]) for o in outcomes),
-                  simulator=section.get("simulator"), system=section.get("system"))
+                  simulator=_shown(section.get("simulator")), system=_shown(section.get("system")))
 
 
 def end_reasons_table(section: dict[str, Any]) -> pd.DataFrame:
@@ -94,11 +114,12 @@ def spread_table(section: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["scenario", "repeats scored", "lowest", "highest", "std"]).set_index("scenario")
 
 
-def _cited_turn(rationale: str, turns: list[dict[str, str]]) -> int | None:
+def _cited_turn(rationale: str, folded_turns: list[str]) -> int | None:
+    """The position of the first turn (casefolded, whole) holding a passage `rationale` quotes."""
     for passage in QUOTED.findall(rationale or ""):
         wanted = passage.strip().casefold()
-        for position, turn in enumerate(turns):
-            if wanted and wanted in turn["content"].casefold():
+        for position, content in enumerate(folded_turns):
+            if wanted and wanted in content:
                 return position
     return None
 
@@ -110,7 +131,8 @@ def _statements(detail: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def transcript_view(scenario: dict[str, Any], transcript: dict[str, Any]) -> dict[str, Any]:
-    """One transcript as the template shows it: each turn with the verdicts that belong beside it."""
+    """One transcript as the template shows it: each turn with the verdicts that belong beside it,
+    every text cut by shown_text (after the rationales are placed, on the whole texts)."""
     turns = transcript["turns"]
     beside: dict[int, list[dict[str, Any]]] = {}
     reply_positions, number = {}, 0
@@ -129,21 +151,24 @@ def transcript_view(scenario: dict[str, Any], transcript: dict[str, Any]) -> dic
                     "statements": _statements(reply.get("detail"))})
     unplaced = []
     criteria = (judgment.get("criteria") or {})
-    for entry in criteria.get("criteria") or []:
+    entries = criteria.get("criteria") or []
+    folded_turns = [turn["content"].casefold() for turn in turns] if entries else []
+    for entry in entries:
         verdict = {"kind": "criterion", "name": entry["criterion"], "mark": MARK[entry["met"]],
                    "rationale": entry["rationale"]}
-        position = _cited_turn(entry["rationale"], turns)
+        position = _cited_turn(entry["rationale"], folded_turns)
         (beside.setdefault(position, []) if position is not None else unplaced).append(verdict)
-    return {"id": scenario["id"], "repeat": transcript["repeat"], "seed": transcript["seed"],
-            "end_reason": transcript["end_reason"].replace("_", " "), "end_detail": transcript["end_detail"],
-            "turns": [{"role": turn["role"], "content": turn["content"], "verdicts": beside.get(position, [])}
-                      for position, turn in enumerate(turns)],
-            "criteria_unplaced": unplaced,
-            "criteria_reason": criteria.get("unscored_reason"), "judged": bool(judgment)}
+    return _shown({"id": scenario["id"], "repeat": transcript["repeat"], "seed": transcript["seed"],
+                   "end_reason": transcript["end_reason"].replace("_", " "), "end_detail": transcript["end_detail"],
+                   "turns": [{"role": turn["role"], "content": turn["content"], "verdicts": beside.get(position, [])}
+                             for position, turn in enumerate(turns)],
+                   "criteria_unplaced": unplaced,
+                   "criteria_reason": criteria.get("unscored_reason"), "judged": bool(judgment)})
 
 
 def transcripts_html(section: dict[str, Any]) -> str:
     """Every transcript of the run, scenario by scenario."""
-    views = [{"scenario": scenario, "transcripts": [transcript_view(scenario, t) for t in scenario["transcripts"]]}
+    views = [{"scenario": _shown({key: scenario[key] for key in SCENARIO_FIELDS}),
+              "transcripts": [transcript_view(scenario, t) for t in scenario["transcripts"]]}
              for scenario in section["scenarios"]]
-    return render("scenarios_transcripts.html", scenarios=views, nothing=section["nothing_to_score"])
+    return render("scenarios_transcripts.html", scenarios=views, nothing=_shown(section["nothing_to_score"]))
