@@ -679,6 +679,30 @@ def test_aliases_that_multiply_or_never_end_are_refused_with_their_line(write_pr
     assert message.startswith(f"{path}: line 1, column ") and problem in message
 
 
+DEEP = "a: " + "[" * 100_000 + "]" * 100_000 + "\n"  # the file: lists 100,000 levels deep
+
+
+def test_yaml_nested_past_the_limit_is_refused_with_its_line_not_a_recursion_error(write_profile):
+    with pytest.raises(params_module.NestingRefused, match=r"^line 1, column \d+: lists and mappings nested"):
+        params_module.read_yaml(DEEP)
+    depth = params_module.MAX_NESTING
+    assert params_module.read_yaml("[" * depth + "]" * depth) is not None  # the limit itself is read
+    with pytest.raises(params_module.NestingRefused):
+        params_module.read_yaml("{a: " * (depth + 1) + "}" * (depth + 1))
+    path = write_profile(DEEP)
+    message = error_of(path)
+    assert message.startswith(f"{path}: line 1, column ") and "nested more than" in message
+
+
+def test_a_profile_nested_100000_levels_deep_exits_2_with_one_line(tmp_path, capsys):
+    params = tmp_path / "deep.yaml"
+    params.write_text(DEEP, "utf-8")
+    assert main(["run", "--params", str(params), "-p", f"outputs_root={tmp_path / 'outputs'}"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("evalbook: ") and "nested more than" in line
+    assert not (tmp_path / "outputs").exists()
+
+
 # ---------------------------------------------------------------- scenarios
 
 def test_a_profile_without_the_scenario_keys_gets_them_off(default_values, write_profile):

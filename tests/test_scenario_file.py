@@ -70,7 +70,7 @@ def test_threshold_fractions_read_exactly():
     ("    max_turns: 4\n", "    max_turns: 4\n    colour: blue\n",
      "scenario 1 ('card-replacement'): unknown field 'colour'"),
     ("    max_turns: 4\n", "    max_turns: 0\n",
-     "scenario 1 ('card-replacement'): field 'max_turns' is 0; it must be a whole number of at least 1"),
+     "scenario 1 ('card-replacement'): field 'max_turns' is 0; it must be a whole number from 1 to 50"),
     ("    max_turns: 3\n", "    max_turns: -2\n",
      "scenario 2 ('unknown-policy'): field 'max_turns' is -2"),
     ("  - id: unknown-policy\n", "  - id: card-replacement\n",
@@ -138,6 +138,53 @@ def test_a_run_with_a_bad_scenario_file_exits_2_before_its_folder_is_written(tmp
                  "-p", "simulate.start_server=false", "-p", "generate.start_server=false"])
     error = capsys.readouterr().err
     assert code == 2
-    assert "2 problem(s); nothing was sim" in error
+    assert "3 problem(s); nothing was sim" in error  # the repeated id beside the schema's two
     assert "scenario 1 ('a'): field 'max_turns'" in error and "scenario 2 ('a')" in error and "'colour'" in error
+    assert "scenario 2 ('a'): field 'id' repeats scenario 1's id" in error
     assert not outputs.exists() or not list(outputs.rglob("params.yaml"))
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("      - relevant: {threshold: 0.7, turn: last}\n", "      - relevant: {threshold: 0.7, turn: 2.0}\n",
+     "scenario 1 ('card-replacement'): field 'assertions.1.relevant.turn' is 2.0; a turn is every, last, "
+     "or a whole number from 1"),
+    ("    max_turns: 4\n", "    max_turns: 2.0\n",
+     "scenario 1 ('card-replacement'): field 'max_turns' is 2.0; it must be a whole number from 1 to 50"),
+    ("    max_turns: 4\n", "    max_turns: true\n", "scenario 1 ('card-replacement'): field 'max_turns' is True"),
+])
+def test_a_number_that_is_not_whole_is_refused_where_a_whole_number_is_meant(tmp_path, old, new, expected):
+    assert old in GOOD
+    assert expected in refusal(tmp_path, GOOD.replace(old, new, 1))
+
+
+def test_an_id_with_a_trailing_newline_is_refused_not_a_second_glass(tmp_path):
+    document = {"version": 1, "scenarios": [
+        {"id": "glass", "goal": "g", "persona": "p", "first_speaker": "user", "max_turns": 2, "criteria": ["c"]},
+        {"id": "glass\n", "goal": "g", "persona": "p", "first_speaker": "user", "max_turns": 2, "criteria": ["c"]}]}
+    path = tmp_path / "scenarios.json"
+    path.write_text(__import__("json").dumps(document), "utf-8")  # JSON is YAML, and says the newline plainly
+    with pytest.raises(ScenarioFileError) as caught:
+        load_scenarios(path)
+    assert "scenario 2 ('glass\\n'): field 'id' is 'glass\\n'; an id is 1 to 80 letters" in str(caught.value)
+
+
+def test_semantic_and_schema_problems_are_listed_together_in_numeric_order(tmp_path):
+    entries = [{"id": f"s{n}", "goal": "g", "persona": "p", "first_speaker": "user", "max_turns": 2,
+                "criteria": ["c"]} for n in range(1, 12)]
+    entries[0]["assertions"] = [{"relevant": {"threshold": "3/2", "turn": 1}}]  # over 1: semantic
+    entries[1]["max_turns"] = 0  # schema
+    entries[10]["first_speaker"] = "assistant"  # no opening: semantic
+    entries[9]["assertions"] = [{"grounded": {"threshold": 70, "ground_truth": "t", "turn": 5}}]  # both
+    path = tmp_path / "scenarios.json"
+    path.write_text(__import__("json").dumps({"version": 1, "scenarios": entries}), "utf-8")
+    with pytest.raises(ScenarioFileError) as caught:
+        load_scenarios(path)
+    lines = str(caught.value).splitlines()[1:]
+    assert [line.split(":")[0] for line in lines] == [
+        "  - scenario 1 ('s1')", "  - scenario 2 ('s2')", "  - scenario 10 ('s10')", "  - scenario 10 ('s10')",
+        "  - scenario 11 ('s11')"]
+    assert "field 'assertions.0.relevant.threshold' is '3/2'; a threshold is a fraction from 0 to 1" in lines[0]
+    assert "field 'assertions.0.grounded.threshold' is 70; a threshold is a fraction from 0 to 1: a number" in lines[2]
+    assert "field 'assertions.0.grounded.turn' is 5, past max_turns 2" in lines[3]
+    assert "field 'opening' is missing" in lines[4]
+    assert not any("oneOf" in line or "'type'" in line for line in lines)

@@ -24,7 +24,7 @@ import yaml
 from evalbook.errors import EvalbookError, UnusableInput
 from evalbook.layout import EMBEDDING_CACHE_DIR, GENERATE_CACHE_FILE, JUDGE_CACHE_FILE
 from evalbook.storage import is_remote
-from evalbook.validation import jsonschema
+from evalbook.validation import input_validator, jsonschema
 
 PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_root")
 # Path keys that an override may set; paths in overrides resolve against the working folder.
@@ -80,16 +80,31 @@ class ParamsError(UnusableInput, ValueError):
 MAX_ALIASED_VALUES = 10_000
 
 
-class AliasesRefused(EvalbookError, yaml.YAMLError):
-    """YAML aliases that multiply a document past MAX_ALIASED_VALUES values, or never end."""
+# How deep a profile or a scenario file may nest its lists and mappings. A profile needs 5
+# levels; PyYAML composes each level by recursion, so a file nested 100,000 levels deep ended in
+# a RecursionError of thousands of lines instead of a message.
+MAX_NESTING = 64
+
+
+class YAMLRefused(EvalbookError, yaml.YAMLError):
+    """YAML that ProfileLoader refuses to read, with the line and column where it stopped."""
 
     def __init__(self, mark: yaml.Mark, problem: str):
         super().__init__(f"line {mark.line + 1}, column {mark.column + 1}: {problem}")
 
 
+class AliasesRefused(YAMLRefused):
+    """YAML aliases that multiply a document past MAX_ALIASED_VALUES values, or never end."""
+
+
+class NestingRefused(YAMLRefused):
+    """Lists and mappings nested more than MAX_NESTING levels deep."""
+
+
 class ProfileLoader(yaml.SafeLoader):
     """PyYAML's SafeLoader, refusing (AliasesRefused) a document whose aliases expand it by more
-    than MAX_ALIASED_VALUES values, or that holds an alias of a collection inside that collection.
+    than MAX_ALIASED_VALUES values, or that holds an alias of a collection inside that collection,
+    and (NestingRefused) one nested deeper than MAX_NESTING.
 
     Each node's expanded size (itself and everything under it, each alias counted as the values
     it stands for) is known once the node is composed, so a bomb is refused after a few hundred
@@ -99,8 +114,21 @@ class ProfileLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._expanded: dict[int, int] = {}  # id(node) -> values it stands for
         self._written = 0  # nodes composed so far, aliases not counted
+        self._depth = 0  # collections open around the node being composed
 
     def compose_node(self, parent, index):
+        if not self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
+            return self._compose_counted(parent, index)
+        if self._depth >= MAX_NESTING:
+            raise NestingRefused(self.peek_event().start_mark, f"lists and mappings nested more than "
+                                 f"{MAX_NESTING} levels deep; no profile or scenario file needs that many")
+        self._depth += 1
+        try:
+            return self._compose_counted(parent, index)
+        finally:
+            self._depth -= 1
+
+    def _compose_counted(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             target = self.anchors.get(event.anchor)
@@ -144,7 +172,7 @@ def _read_profile_text(text: str, origin: str) -> Any:
     """A profile's YAML text as values; ParamsError, naming `origin`, when it cannot be read."""
     try:
         return read_yaml(text)
-    except AliasesRefused as exc:
+    except YAMLRefused as exc:
         raise ParamsError(f"{origin}: {exc}") from exc
     except yaml.YAMLError as exc:
         raise ParamsError(f"{origin}: not valid YAML ({yaml_problem(exc)})") from exc
@@ -392,7 +420,7 @@ def validate(values: dict[str, Any], origin: str, overrides: dict[str, Any] | No
     When every violation is in a value that `overrides` (dotted keys, as given with -p) set, the
     message names those overrides on one line, and the profile `origin` only as what they were
     applied to."""
-    validator = jsonschema.Draft202012Validator(_schema())
+    validator = input_validator(_schema())
     errors = sorted(validator.iter_errors(values), key=lambda e: list(e.absolute_path))
     if errors:
         overrides = overrides or {}

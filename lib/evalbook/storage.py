@@ -44,7 +44,7 @@ from evalbook.layout import RUNNING_MARKER, run_of_key
 SINGLE_PUT_LIMIT = 5 * 2**30  # the largest body S3 takes in one PutObject
 S3_SCHEMES = ("s3", "s3a")
 # write_atomically's in-flight files: `.<name>.<random>.tmp`
-TEMPORARY_FILE = re.compile(r"^\..+\.tmp$")
+TEMPORARY_FILE = re.compile(r"\..+\.tmp")  # whole names only (fullmatch)
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def _files_to_publish(run_dir: Path) -> list[Path]:
     files, temporary = [], []
     for path in sorted(run_dir.rglob("*")):
         if path.is_file():
-            (temporary if TEMPORARY_FILE.match(path.name) else files).append(path)
+            (temporary if TEMPORARY_FILE.fullmatch(path.name) else files).append(path)
     for path in temporary:
         logger.warning("not publishing %s: a temporary file of an interrupted write", path)
     if temporary:

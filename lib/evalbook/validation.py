@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
+from functools import lru_cache
 from importlib import resources
 from types import ModuleType
 from typing import Any
@@ -28,6 +30,57 @@ def _import_jsonschema() -> ModuleType:
 
 
 jsonschema = _import_jsonschema()
+
+def ecma_pattern(pattern: str) -> str:
+    r"""A JSON Schema `pattern` (ECMA-262) as a Python regular expression with the same anchors.
+
+    ECMA's `$` matches at the end of the text only; Python's also matches before a final
+    newline, so "glass\n" would pass `^[a-z]+$`. Each `$` outside a character class becomes
+    `\Z`; escaped characters and classes are copied as they are."""
+    translated, in_class, index = [], False, 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            translated.append(pattern[index:index + 2])
+            index += 2
+            continue
+        if char == "[" and not in_class:
+            in_class = True
+        elif char == "]" and in_class:
+            in_class = False
+        translated.append("\\Z" if char == "$" and not in_class else char)
+        index += 1
+    return "".join(translated)
+
+
+@lru_cache(maxsize=None)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(ecma_pattern(pattern))
+
+
+def _pattern(validator, pattern: str, instance: Any, schema: dict[str, Any]):
+    if validator.is_type(instance, "string") and not _compiled(pattern).search(instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _whole_number(checker, instance: Any) -> bool:
+    # JSON Schema counts 2.0 as an integer; a YAML or JSON input that writes 2.0 for a count of
+    # turns or repeats means something else, or nothing, and is refused before any call.
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+# The validator of what users write (profiles, scenario files, replayed transcripts): Draft
+# 2020-12 with an integer that is an int (not 2.0, not true) and patterns anchored as ECMA-262
+# anchors them.
+InputValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, validators={"pattern": _pattern},
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole_number))
+
+
+def input_validator(schema: dict[str, Any]):
+    """A validator of user input against `schema` (InputValidator)."""
+    return InputValidator(schema)
+
 
 REPORT_SCHEMA = "report-v1.json"
 COMPARISON_SCHEMA = "compare-v1.json"

@@ -34,7 +34,7 @@ from evalbook.processes import is_loopback
 
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 BODY_FIELDS = ("id", "question", "context", "session_id")
-TEMPLATE_NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*)-v(?P<version>[0-9]+)$")
+TEMPLATE_NAME = re.compile(r"(?P<name>[a-z][a-z0-9_-]*)-v(?P<version>[0-9]+)")  # whole names only (fullmatch)
 
 
 class GenerateConfigError(EvalbookError, ValueError):
@@ -155,7 +155,7 @@ def http_endpoint(config: dict[str, Any], system_version: str | None) -> Endpoin
 
 
 def prompt_template(name: str) -> PromptTemplate:
-    match = TEMPLATE_NAME.match(name)
+    match = TEMPLATE_NAME.fullmatch(name)
     if match is None:
         raise GenerateConfigError(f"generate.openai.template {name!r} must read <name>-v<N>, e.g. answer-v1")
     return load_template(match["name"], int(match["version"]), package="evalbook.generate")

@@ -38,7 +38,7 @@ from evalbook.scenarios.conversation import CallFailed
 from evalbook.scenarios.simulator import REPLY_SCHEMA, simulator_prompt
 from evalbook.scenarios.spec import Scenario
 
-PROMPT_NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*)-v(?P<version>[0-9]+)$")
+PROMPT_NAME = re.compile(r"(?P<name>[a-z][a-z0-9_-]*)-v(?P<version>[0-9]+)")  # whole names only (fullmatch)
 
 
 class NotCached(EvalbookError, LookupError):
@@ -50,7 +50,7 @@ class SidesConfigError(EvalbookError, ValueError):
 
 
 def prompt_template(name: str) -> PromptTemplate:
-    match = PROMPT_NAME.match(name)
+    match = PROMPT_NAME.fullmatch(name)
     if match is None:
         raise SidesConfigError(f"simulate.prompt {name!r} must read <name>-v<N>, e.g. simulator-v1")
     return load_template(match["name"], int(match["version"]), package="evalbook.scenarios")

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from evalbook.errors import UnusableInput
-from evalbook.validation import jsonschema, shipped_schema
+from evalbook.validation import input_validator, shipped_schema
 
 SCHEMA = "scenarios-v1.json"
 SHOWN_PROBLEMS = 20
@@ -64,15 +64,39 @@ def threshold_value(written: float | int | str) -> tuple[float, str]:
     return float(written), f"{written:g}"
 
 
+# What a field must hold, said to a person, for the fields whose schema error would otherwise
+# print the schema itself (a `oneOf`, a pattern).
+FIELD_RULES = {
+    "id": "an id is 1 to 80 letters, digits, '.', '_' or '-', starting with a letter or a digit, "
+          "on one line",
+    "max_turns": "it must be a whole number from 1 to 50",
+    "threshold": "a threshold is a fraction from 0 to 1: a number such as 0.8, or text such as 4/5",
+    "turn": "a turn is every, last, or a whole number from 1",
+    "first_speaker": "it must be user or assistant",
+}
+TEXT_RULE = "it must hold some text"
+
+
+def _order(path: list[Any]) -> tuple:
+    """A problem's place in the list: by scenario number (2 before 11), then field, numerically."""
+    return tuple((0, item, "") if isinstance(item, int) else (1, 0, str(item)) for item in path)
+
+
 def _where(document: Any, path: list[Any]) -> tuple[str, str]:
     """The scenario (position and id) and the field a schema error's path points at."""
     if len(path) < 2 or path[0] != "scenarios" or not isinstance(path[1], int):
         return "the file", "/".join(map(str, path)) or "(top level)"
-    position = path[1]
-    entry = document["scenarios"][position]
+    return _scenario_name(document["scenarios"][path[1]], path[1]), ".".join(map(str, path[2:]))
+
+
+def _scenario_name(entry: Any, position: int) -> str:
     name = entry.get("id") if isinstance(entry, dict) else None
-    scenario = f"scenario {position + 1}" + (f" ({name!r})" if isinstance(name, str) else "")
-    return scenario, ".".join(map(str, path[2:]))
+    return f"scenario {position + 1}" + (f" ({name!r})" if isinstance(name, str) else "")
+
+
+def _shown(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 def _schema_problem(document: Any, error) -> str:
@@ -88,49 +112,79 @@ def _schema_problem(document: Any, error) -> str:
         where = f"{field}." if field else ""
         return (f"{scenario}: unknown field {where + unknown[0]!r}" + (f" (and {unknown[1:]})" if unknown[1:] else "")
                 + f"; the fields are {', '.join(sorted(allowed))}")
-    if field.endswith("max_turns") and error.validator == "minimum":
-        return f"{scenario}: field 'max_turns' is {error.instance!r}; it must be a whole number of at least 1"
-    shown = repr(error.instance)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
-    return f"{scenario}: field {field or '(the scenario)'!r}: {shown} is not valid ({error.validator} {error.validator_value!r})"
+    name = str(path[-1]) if path else ""
+    rule = FIELD_RULES.get(name)
+    if rule is None and error.validator in ("minLength", "pattern") and isinstance(error.instance, str):
+        rule = TEXT_RULE
+    if rule is not None and len(path) > 2:
+        return f"{scenario}: field {field!r} is {_shown(error.instance)}; {rule}"
+    return f"{scenario}: field {field or '(the scenario)'!r}: {_shown(error.instance)} is not valid ({error.message})"
 
 
-def _semantic_problems(document: dict[str, Any]) -> list[str]:
+def _semantic_problems(document: Any) -> list[tuple[tuple, str]]:
+    """What a schema cannot say, for every scenario well-formed enough to tell: ids used twice,
+    an assistant that speaks first with nothing to say, a threshold over 1, a turn past
+    max_turns. Each with its place (_order) beside the schema's problems."""
+    entries = document.get("scenarios") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        return []
     problems = []
     first_position: dict[str, int] = {}
-    for position, entry in enumerate(document["scenarios"]):
-        scenario = f"scenario {position + 1} ({entry['id']!r})"
-        if entry["id"] in first_position:
-            problems.append(f"{scenario}: field 'id' repeats scenario {first_position[entry['id']] + 1}'s id; "
-                            "each scenario needs its own")
-        first_position.setdefault(entry["id"], position)
-        if entry["first_speaker"] == "assistant" and "opening" not in entry:
-            problems.append(f"{scenario}: field 'opening' is missing: an assistant that speaks first "
-                            "says the opening message")
-        for index, assertion in enumerate(entry.get("assertions", [])):
+    for position, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            continue
+        scenario = _scenario_name(entry, position)
+
+        def add(field: str, text: str) -> None:
+            problems.append((_order(["scenarios", position, *field.split(".")]), f"{scenario}: field {field!r} {text}"))
+
+        if isinstance(entry.get("id"), str):
+            if entry["id"] in first_position:
+                add("id", f"repeats scenario {first_position[entry['id']] + 1}'s id; each scenario needs its own")
+            first_position.setdefault(entry["id"], position)
+        if entry.get("first_speaker") == "assistant" and "opening" not in entry:
+            add("opening", "is missing: an assistant that speaks first says the opening message")
+        max_turns = entry.get("max_turns")
+        assertions = entry.get("assertions")
+        for index, assertion in enumerate(assertions if isinstance(assertions, list) else []):
+            if not isinstance(assertion, dict) or len(assertion) != 1:
+                continue
             (kind, body), = assertion.items()
-            value, _ = threshold_value(body["threshold"])
-            if value > 1:
-                problems.append(f"{scenario}: field 'assertions.{index}.{kind}.threshold' is {body['threshold']!r}; "
-                                "a threshold is a fraction from 0 to 1")
-            turn = body.get("turn", "every")
-            if isinstance(turn, int) and turn > entry["max_turns"]:
-                problems.append(f"{scenario}: field 'assertions.{index}.{kind}.turn' is {turn}, past max_turns "
-                                f"{entry['max_turns']}: that turn can never happen")
+            if not isinstance(body, dict):
+                continue
+            threshold = _readable_threshold(body.get("threshold"))
+            if threshold is not None and threshold > 1:
+                add(f"assertions.{index}.{kind}.threshold",
+                    f"is {body['threshold']!r}; a threshold is a fraction from 0 to 1")
+            turn = body.get("turn")
+            if (type(turn) is int and type(max_turns) is int and max_turns >= 1  # noqa: E721 - not a bool
+                    and turn > max_turns):
+                add(f"assertions.{index}.{kind}.turn",
+                    f"is {turn}, past max_turns {max_turns}: that turn can never happen")
     return problems
+
+
+def _readable_threshold(written: Any) -> float | None:
+    """A threshold's value where it is written as one could be (the schema names the others)."""
+    if isinstance(written, str):
+        try:
+            return threshold_value(written)[0]
+        except (ValueError, ZeroDivisionError):
+            return None
+    return None
 
 
 def parse_scenarios(document: Any, origin: str) -> list[Scenario]:
     """The scenarios of a parsed file; ScenarioFileError listing every problem, `origin` naming the file."""
-    validator = jsonschema.Draft202012Validator(shipped_schema(SCHEMA))
-    errors = sorted(validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path])
-    problems = [_schema_problem(document, error) for error in errors]
-    if not problems:
-        problems = _semantic_problems(document)
+    validator = input_validator(shipped_schema(SCHEMA))
+    problems = [(_order(list(error.absolute_path)), _schema_problem(document, error))
+                for error in validator.iter_errors(document)]
+    problems += _semantic_problems(document)
     if problems:
-        shown = problems[:SHOWN_PROBLEMS]
-        more = len(problems) - len(shown)
-        raise ScenarioFileError(f"{origin}: {len(problems)} problem(s); nothing was simulated:\n"
+        lines = [text for _, text in sorted(problems, key=lambda problem: problem[0])]
+        shown = lines[:SHOWN_PROBLEMS]
+        more = len(lines) - len(shown)
+        raise ScenarioFileError(f"{origin}: {len(lines)} problem(s); nothing was simulated:\n"
                                 + "\n".join(f"  - {problem}" for problem in shown)
                                 + (f"\n  - ... and {more} more" if more else ""))
     scenarios = []
