@@ -469,7 +469,8 @@ def relevance_embedder(ctx: StageContext, cache):
     config = ctx.profile["judge"]
     embedding = config["embedding"]
     if embedding["kind"] == "openai":
-        return openai_embedder(settings_from(config), embedding["name"], cache)
+        return openai_embedder(settings_from(config), embedding["name"], cache,
+                               redactor=profile_redactor(ctx.profile.values))
     model = resolve_model(embedding["name"], embedding["source"], ctx.profile.root,
                           embedding.get("sha256"), "judge embedding")
     return local_embedder(model.folder)

@@ -379,7 +379,8 @@ class OpenAIEmbedder:
     kept in the judge cache (keyed by the endpoint, the model and the text), so that a rerun
     makes no call; `usage` counts the calls, the cache hits and the tokens the endpoint reports."""
 
-    def __init__(self, settings: JudgeSettings, model_name: str, cache: ReplyCache, http_transport=None):
+    def __init__(self, settings: JudgeSettings, model_name: str, cache: ReplyCache, http_transport=None,
+                 redactor: Redactor | None = None):
         # here, not at the top: openai and httpx take a while to import, and only this embedder uses them
         import httpx
         from openai import OpenAI
@@ -389,7 +390,9 @@ class OpenAIEmbedder:
                              timeout=settings.timeout_seconds, max_retries=settings.max_retries)
         self.base_url, self.cache = settings.base_url, cache
         self.usage = EmbeddingUsage(model_name)
-        self.redactor = Redactor(profile_secrets({"judge": {"api_key_env": settings.api_key_env}}))
+        # the judge's own key always, whatever else the caller's redactor covers
+        own = profile_secrets({"judge": {"api_key_env": settings.api_key_env}})
+        self.redactor = Redactor([*own, *(redactor.secrets if redactor is not None else ())])
 
     def _key(self, text: str) -> str:
         return cache_key({"kind": "embedding", "base_url": self.base_url, "model": self.usage.model, "text": text})
@@ -420,8 +423,8 @@ class OpenAIEmbedder:
 
 
 def openai_embedder(settings: JudgeSettings, model_name: str, cache: ReplyCache,
-                    http_transport=None) -> OpenAIEmbedder:
-    return OpenAIEmbedder(settings, model_name, cache, http_transport)
+                    http_transport=None, redactor: Redactor | None = None) -> OpenAIEmbedder:
+    return OpenAIEmbedder(settings, model_name, cache, http_transport, redactor)
 
 
 def embedding_summary(usage: EmbeddingUsage, prices: dict[str, float] | None) -> dict[str, Any]:
