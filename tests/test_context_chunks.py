@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from evalbook.judge.chunks import (ChunkVerdict, average_precision, context_recall, context_scores,
-                                   read_chunk_verdict)
+from evalbook.judge.chunks import (ALL_EMPTY, EMPTY_CHUNK, ChunkVerdict, average_precision, context_recall,
+                                   context_scores, is_empty_chunk, read_chunk_verdict)
 
 CHUNK = "The teal bin is emptied every second Tuesday.\nGlass goes to a bottle bank."
 
@@ -49,6 +49,46 @@ def test_context_relevance_counts_only_relevant_and_reports_partial_beside_it():
     assert (scores.relevance, scores.n_partial, scores.n_relevant) == (0.4, 1, 2)
     assert scores.precision == average_precision([False, False, True, True, False])
     assert context_scores([]).unscored_reason == "no chunk was retrieved"
+
+
+@pytest.mark.parametrize("text, empty", [
+    ("", True), ("   ", True), ("\n\t \r\n", True), ("\u00a0\u2003", True), ("\u200b\ufeff ", True),
+    ("a", False), ("  -  ", False), ("\u200bx", False)])
+def test_a_chunk_is_empty_when_it_holds_nothing_but_whitespace_or_invisible_format_characters(text, empty):
+    assert is_empty_chunk(text) is empty
+
+
+def test_an_empty_chunk_is_counted_and_left_out_of_relevance_and_precision_never_a_zero():
+    # ranks 1-4: relevant, empty, irrelevant, relevant; judged ranking [1, 0, 1]: AP (1/1 + 2/3) / 2
+    verdicts = [ChunkVerdict("relevant"), EMPTY_CHUNK, ChunkVerdict("irrelevant"), ChunkVerdict("relevant")]
+    scores = context_scores(verdicts)
+    assert (scores.n_chunks, scores.n_empty, scores.n_relevant) == (4, 1, 2)
+    assert scores.relevance == 2 / 3 and scores.precision == 5 / 6
+    assert scores.unscored_reason is None
+    assert EMPTY_CHUNK.verdict == "empty" and "not sent to the judge" in EMPTY_CHUNK.reason
+
+
+def test_chunks_that_are_all_empty_give_no_score_with_the_reason():
+    scores = context_scores([EMPTY_CHUNK, EMPTY_CHUNK])
+    assert (scores.relevance, scores.precision, scores.n_empty) == (None, None, 2)
+    assert scores.unscored_reason == ALL_EMPTY
+
+
+def test_an_unusable_verdict_is_counted_over_the_chunks_that_were_judged():
+    scores = context_scores([read_chunk_verdict("yes.", CHUNK), EMPTY_CHUNK, ChunkVerdict("relevant")])
+    assert (scores.relevance, scores.precision, scores.n_empty) == (None, None, 1)
+    assert "1 of 2 chunk verdicts are invalid or unsupported" in scores.unscored_reason  # 2: the judged
+
+
+def test_an_empty_or_blank_chunk_is_never_sent_to_the_judge(default_judge_config):
+    from evalbook.judge.chunks import chunk_requests, chunk_template
+    from evalbook.judge.stage import settings_from
+
+    chunks = ["Glass goes to a bottle bank.", "", "  \n\t ", "Batteries never go in a bin."]
+    requests = chunk_requests("s01", "Where does glass go?", chunks, settings_from(default_judge_config),
+                              chunk_template(), repeats=2)
+    assert [(r.example_id, r.repeat) for r in requests] == [
+        ("s01#chunk1", 0), ("s01#chunk1", 1), ("s01#chunk4", 0), ("s01#chunk4", 1)]
 
 
 @pytest.mark.parametrize("support, n_chunks, expected", [
@@ -96,7 +136,26 @@ def test_recall_maps_each_claim_to_the_passages_that_support_it(default_judge_co
                              settings_from(default_judge_config), load_template("context-recall", 1))
     assert "<<<PASSAGE 2\nb" in request.prompt and "b >>> c" not in request.prompt
     recall, claims = read_recall(json.dumps({"claims": [{"claim": "Glass goes to a bottle bank.", "passages": [2]},
-                                                        {"claim": "The bin is teal.", "passages": []}]}), 2)
+                                                        {"claim": "The bin is teal.", "passages": []}]}),
+                                 ["a", "b >>> c"])
     assert recall == 0.5 and claims[0]["chunks"] == [1]
     with pytest.raises(Unparsed, match="schema"):  # a passage that was not retrieved
-        read_recall(json.dumps({"claims": [{"claim": "x y", "passages": [3]}]}), 2)
+        read_recall(json.dumps({"claims": [{"claim": "x y", "passages": [3]}]}), ["a", "b >>> c"])
+
+
+def test_recall_sends_only_the_chunks_with_text_and_maps_each_passage_back_to_its_chunk(default_judge_config):
+    from evalbook.judge.chunks import read_recall, recall_request
+    from evalbook.judge.parsing import Unparsed
+    from evalbook.judge.stage import settings_from
+    from evalbook.prompts import load_template
+
+    chunks = ["", "Glass goes to a bottle bank.", " \n ", "The bin is teal."]
+    request = recall_request("s01", "Glass goes to a bottle bank. The bin is teal.", chunks,
+                             settings_from(default_judge_config), load_template("context-recall", 1))
+    assert "<<<PASSAGE 1\nGlass" in request.prompt and "<<<PASSAGE 2\nThe bin is teal." in request.prompt
+    assert "<<<PASSAGE 3" not in request.prompt
+    recall, claims = read_recall(json.dumps({"claims": [{"claim": "Glass goes to a bottle bank.", "passages": [1]},
+                                                        {"claim": "The bin is teal.", "passages": [2]}]}), chunks)
+    assert recall == 1.0 and [c["chunks"] for c in claims] == [[1], [3]]  # 0-based, among all four chunks
+    with pytest.raises(Unparsed, match="schema"):  # two passages were sent, not four
+        read_recall(json.dumps({"claims": [{"claim": "x y", "passages": [3]}]}), chunks)

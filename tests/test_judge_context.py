@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
+import pytrec_eval
 
+from evalbook.judge.chunks import ALL_EMPTY, EMPTY_CHUNK
+from evalbook.judge.context import exact_precision
 from evalbook.judge.stage import judge_table
 from evalbook.replycache import ReplyCache
 from faultserver import FaultServer
@@ -141,6 +145,70 @@ def test_a_reply_that_is_not_json_is_invalid_counted_and_leaves_the_question_uns
     assert record["context_precision"]["score"] is None
     assert "1 of 2 chunk verdicts are invalid" in record["context_precision"]["unscored_reason"]
     assert outcome.summary["metrics"]["context_relevance"]["verdicts"]["invalid"] == 1
+
+
+def test_an_empty_chunk_is_not_sent_and_is_counted_never_judged_irrelevant(config, tmp_path):
+    rows = table()
+    rows.at[1, "retrieved_contexts"] = ["", f"{MARK} glass goes to the bank.", "  \n\t "]
+    rows.at[1, "retrieved_ids"] = ["doc-a", "doc-b", "doc-c"]
+    outcome, calls, planned = run(config, tmp_path, rows)
+    assert calls == planned["calls"] == 8  # c1: 5 chunks and its recall; c2: 1 chunk with text and its recall
+    record = outcome.records["c2"]
+    assert [c["verdict"] for c in record["chunks"]] == ["empty", "relevant", "empty"]
+    assert record["chunks"][0]["reason"] == EMPTY_CHUNK.reason
+    precision, relevance = record["context_precision"], record["context_relevance"]
+    assert (precision["score"], relevance["score"]) == (1.0, 1.0)
+    assert (precision["n_chunks"], precision["n_empty"], relevance["score_levels"]) == (3, 2, ["0", "1"])
+    assert precision["exact"] == 1.0  # from the ids of the chunks the judge read
+    assert record["context_recall"]["claims"][0]["chunks"] == [1] and record["context_recall"]["n_empty"] == 2
+    summary = outcome.summary["metrics"]
+    assert summary["context_relevance"]["verdicts"]["empty"] == 2
+    gold = summary["context_precision"]["against_gold"]
+    assert (gold["n_chunks"], gold["n_chunks_agreeing"]) == (1, 1)
+
+
+def test_a_row_whose_chunks_are_all_empty_is_not_scored_with_the_reason_and_costs_no_call(config, tmp_path):
+    rows = table()
+    rows.at[1, "retrieved_contexts"] = ["", " \u200b "]
+    outcome, calls, planned = run(config, tmp_path, rows)
+    assert calls == planned["calls"] == 6  # c1's 5 chunks and its recall
+    record = outcome.records["c2"]
+    assert [c["verdict"] for c in record["chunks"]] == ["empty", "empty"]
+    for name in ("context_relevance", "context_precision", "context_recall"):
+        assert (record[name]["score"], record[name]["unscored_reason"]) == (None, ALL_EMPTY)
+        summary = outcome.summary["metrics"][name]
+        assert summary["n_all_chunks_empty"] == 1 and summary["unscored_reasons"][ALL_EMPTY] == 1
+
+
+def test_exact_precision_counts_a_gold_id_retrieved_twice_once_at_its_first_rank(config, tmp_path):
+    # gold at rank 2 and its copy at rank 3: [0, 1, 0] gives 1/2, not (1/2 + 2/3) / 2 = 7/12
+    assert exact_precision(["doc-x", "doc-b", "doc-b"], {"doc-b"}) == 0.5
+    # two gold ids, one of them twice: [1, 0, 0, 1] gives (1/1 + 2/4) / 2 = 3/4, not (1 + 2/3 + 3/4) / 3
+    assert exact_precision(["doc-b", "doc-x", "doc-b", "doc-c"], {"doc-b", "doc-c"}) == 0.75
+    rows = table()
+    rows.at[1, "retrieved_contexts"] = ["Nothing of use here.", f"{MARK} glass.", f"{MARK} glass."]
+    rows.at[1, "retrieved_ids"] = ["doc-x", "doc-b", "doc-b"]
+    outcome, _, _ = run(config, tmp_path, rows)
+    assert outcome.records["c2"]["context_precision"]["exact"] == 0.5
+
+
+def test_exact_precision_equals_trec_eval_s_average_precision_when_every_gold_id_was_retrieved():
+    """trec_eval's map divides by the gold ids, the exact precision by those retrieved: the two
+    agree when all were retrieved. A copy is a document that is not relevant at its rank, so the
+    run given to trec_eval (which cannot hold a document twice) names each copy afresh."""
+    rng = np.random.default_rng(47)
+    n_copies = 0
+    for _ in range(300):
+        retrieved = [f"doc-{i}" for i in rng.integers(0, 6, size=int(rng.integers(1, 9)))]
+        gold = set(rng.choice(sorted(set(retrieved)), size=int(rng.integers(1, len(set(retrieved)) + 1)),
+                              replace=False))
+        renamed = [doc if doc not in retrieved[:rank] else f"copy-{rank}" for rank, doc in enumerate(retrieved)]
+        n_copies += len(retrieved) - len(set(retrieved))
+        run = {"q": {doc: float(len(renamed) - rank) for rank, doc in enumerate(renamed)}}
+        evaluator = pytrec_eval.RelevanceEvaluator({"q": dict.fromkeys(gold, 1)}, {"map"})
+        expected = evaluator.evaluate(run)["q"]["map"]
+        assert exact_precision(retrieved, gold) == pytest.approx(expected, abs=1e-12), (retrieved, gold)
+    assert n_copies > 300  # the rankings do repeat ids
 
 
 def test_repeats_judge_each_chunk_again_and_keep_the_spread(config, tmp_path):

@@ -1,5 +1,5 @@
-"""Tests for evalbook.score.retrieval: the first relevant rank, top_k_match and retrieval_columns
-(the other metrics at k: test_retrieval_metrics.py)."""
+"""Tests for evalbook.score.retrieval: the first relevant rank, the ids retrieved more than once,
+top_k_match and retrieval_columns (the other metrics at k: test_retrieval_metrics.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalbook.score.retrieval import normalise_text, relevant_ranks, retrieval_columns, top_k_match
+from evalbook.score.retrieval import (duplicate_id_warnings, duplicate_retrieved_ids, normalise_text, relevant_ranks,
+                                      repeated_ids, retrieval_columns, top_k_match)
 
 
 # ---------------------------------------------------------------- the first relevant rank
@@ -28,6 +29,36 @@ def test_the_first_rank_of_a_single_relevant_document(target, retrieved, expecte
 
 def test_ids_are_compared_exactly():
     assert relevant_ranks({"doc-1"}, ["doc-10", "Doc-1", "doc-1 "]) == []
+
+
+# ---------------------------------------------------------------- ids retrieved more than once
+
+def test_repeated_ids_are_the_ids_retrieved_more_than_once_with_their_counts_in_first_rank_order():
+    assert repeated_ids(["b", "a", "b", "c", "a", "b"]) == {"b": 3, "a": 2}
+    assert list(repeated_ids(["b", "a", "b", "c", "a", "b"])) == ["b", "a"]
+    assert repeated_ids(["a", "b"]) == {} and repeated_ids([]) == {}
+
+
+def test_a_warning_names_each_example_that_retrieved_an_id_twice_and_the_id():
+    frame = pd.DataFrame({
+        "id": ["s01", "s02", "s03", "s04"],
+        "retrieved_ids": [["doc-a", "doc-b"], ["doc-b", "doc-c", "doc-b"], None,
+                          np.array(["d", "e", "d", "e", "d"], dtype=object)],
+    })
+    assert duplicate_retrieved_ids(frame) == {"s02": {"doc-b": 2}, "s04": {"d": 3, "e": 2}}
+    [warning] = duplicate_id_warnings(frame, "examples.jsonl")
+    assert warning.startswith("2 example(s) retrieved the same id more than once in examples.jsonl "
+                              "(s02: doc-b 2 times; s04: d 3 times, e 2 times): ")
+    assert "each id counts at its first rank only" in warning
+    assert duplicate_id_warnings(frame.iloc[:1], "examples.jsonl") == []
+    assert duplicate_id_warnings(pd.DataFrame({"id": ["s01"]}), "examples.jsonl") == []
+
+
+def test_the_warning_lists_the_first_five_examples_and_counts_the_rest():
+    frame = pd.DataFrame({"id": [f"s{i}" for i in range(7)], "retrieved_ids": [["x", "x"]] * 7})
+    [warning] = duplicate_id_warnings(frame, "in.jsonl")
+    assert "(s0: x 2 times; s1: x 2 times; s2: x 2 times; s3: x 2 times; s4: x 2 times; and 2 more)" in warning
+    assert warning.startswith("7 example(s)")
 
 
 # ---------------------------------------------------------------- top_k_match

@@ -12,6 +12,11 @@ chunk it rests on. The reply is read by `read_chunk_verdict`:
   aside) is `unsupported`: the judge claimed a passage the chunk does not hold. An irrelevant
   verdict needs no quote.
 
+A chunk whose text is empty, or holds only whitespace and invisible format characters (a
+zero-width space, a byte order mark), is never sent to the judge: its verdict is `empty`
+(EMPTY_CHUNK), with the reason, and it is counted (`n_empty`). It is input with nothing to
+judge, not an irrelevant chunk.
+
 The metrics, over one question's chunks in rank order, count only `relevant` as relevant
 (partial is reported beside them, not half-counted), and are exact: sums of fractions
 (`fractions.Fraction`), turned into a float once, so that a perfect ranking scores 1.0, not
@@ -21,6 +26,9 @@ The metrics, over one question's chunks in rank order, count only `relevant` as 
   that holds a relevant chunk; a question with no relevant chunk scores 0 (and is counted);
 - context recall: the reference answer's claims (split as groundedness splits answers) that at
   least one retrieved chunk supports, over all claims; nothing retrieved scores 0.
+All three read the chunks with text only: an empty chunk is left out of the denominator and of
+the ranking (the next chunk with text takes its place), never counted as a 0, and its count is
+reported beside the score; a question whose chunks are all empty is unscored (ALL_EMPTY).
 A chunk whose verdict is invalid or unsupported leaves its question unscored on relevance and
 precision (its rank cannot be told), with the reason.
 """
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Sequence
@@ -49,6 +58,21 @@ METRIC_VERSION = 1
 PROMPT = ("chunk-relevance", 1)  # judge/prompts/chunk-relevance-v1.txt
 
 
+EMPTY = "empty"
+ALL_EMPTY = "not scored: every retrieved chunk is empty or only whitespace"
+
+
+def is_empty_chunk(chunk: str) -> bool:
+    """The chunk holds no character but whitespace and invisible format characters (Unicode
+    category Cf: a zero-width space, a byte order mark), so there is nothing to judge."""
+    return all(character.isspace() or unicodedata.category(character) == "Cf" for character in chunk)
+
+
+def texted(chunks: Sequence[str]) -> list[int]:
+    """The 0-based indices of the chunks that have text, in rank order: those sent to the judge."""
+    return [index for index, chunk in enumerate(chunks) if not is_empty_chunk(chunk)]
+
+
 RECALL = "context_recall"
 RECALL_PROMPT = ("context-recall", 1)  # judge/prompts/context-recall-v1.txt
 
@@ -65,8 +89,11 @@ def recall_schema(n_chunks: int) -> dict[str, Any]:
 
 def recall_request(example_id: str, reference: str, chunks: Sequence[str], settings: JudgeSettings,
                    template: PromptTemplate, repeat: int = 0) -> JudgeRequest:
-    schema = recall_schema(len(chunks))
-    prompt = template.render(reference=reference, chunks=list(chunks),
+    """The recall request: the reference and the chunks that have text, numbered from 1 in rank
+    order (an empty chunk is left out, so the numbers are not the ranks; read_recall maps them back)."""
+    passages = [chunks[index] for index in texted(chunks)]
+    schema = recall_schema(len(passages))
+    prompt = template.render(reference=reference, chunks=passages,
                              json_instructions=settings.structured_output == "json_instructions",
                              reply_schema=json.dumps(schema))
     return JudgeRequest(metric=RECALL, example_id=example_id, prompt=prompt, schema=schema,
@@ -74,11 +101,13 @@ def recall_request(example_id: str, reference: str, chunks: Sequence[str], setti
                         repeat=repeat)
 
 
-def read_recall(text: str | None, n_chunks: int, finish_reason: str | None = None):
-    """(the recall, each claim with its 0-based chunk indices), or Unparsed."""
-    value = read_reply(text, recall_schema(n_chunks), finish_reason).value
-    claims = [{"claim": c["claim"], "chunks": [p - 1 for p in c["passages"]]} for c in value["claims"]]
-    return context_recall([c["chunks"] for c in claims], n_chunks), claims
+def read_recall(text: str | None, chunks: Sequence[str], finish_reason: str | None = None):
+    """(the recall, each claim with the 0-based indices of its chunks among all `chunks`), or
+    Unparsed; `chunks` as given to recall_request."""
+    sent = texted(chunks)
+    value = read_reply(text, recall_schema(len(sent)), finish_reason).value
+    claims = [{"claim": c["claim"], "chunks": [sent[p - 1] for p in c["passages"]]} for c in value["claims"]]
+    return context_recall([c["chunks"] for c in claims], len(chunks)), claims
 
 
 def chunk_template() -> PromptTemplate:
@@ -87,12 +116,14 @@ def chunk_template() -> PromptTemplate:
 
 def chunk_requests(example_id: str, question: str, chunks: Sequence[str], settings: JudgeSettings,
                    template: PromptTemplate, repeats: int = 1) -> list[JudgeRequest]:
-    """One request per retrieved chunk (and repeat), in rank order; `example_id` carries the rank,
-    `<id>#chunk<rank>` (from 1). The cache key holds the metric, its version, the template's
-    sha256, the judge's model, URL and sampling, and the prompt (the question and the chunk),
-    so the same chunk retrieved for the same question is judged once."""
+    """One request per retrieved chunk with text (and repeat), in rank order; `example_id` carries
+    the rank, `<id>#chunk<rank>` (from 1). An empty chunk (is_empty_chunk) has no request. The
+    cache key holds the metric, its version, the template's sha256, the judge's model, URL and
+    sampling, and the prompt (the question and the chunk), so the same chunk retrieved for the
+    same question is judged once."""
     requests = []
-    for rank, chunk in enumerate(chunks, 1):
+    for index in texted(chunks):
+        rank, chunk = index + 1, chunks[index]
         prompt = template.render(question=question, chunk=chunk,
                                  json_instructions=settings.structured_output == "json_instructions",
                                  reply_schema=json.dumps(CHUNK_SCHEMA))
@@ -105,10 +136,13 @@ def chunk_requests(example_id: str, question: str, chunks: Sequence[str], settin
 
 @dataclass(frozen=True)
 class ChunkVerdict:
-    verdict: str  # one of VERDICTS, or invalid, or unsupported
+    verdict: str  # one of VERDICTS, or invalid, or unsupported, or empty
     reason: str | None = None  # the judge's, or why the reply could not be used
     quote: str | None = None
     claimed: str | None = None  # an unsupported reply's verdict, as the judge gave it
+
+
+EMPTY_CHUNK = ChunkVerdict(EMPTY, "the chunk's text is empty or only whitespace: not sent to the judge")
 
 
 def _words(text: str) -> str:
@@ -152,21 +186,27 @@ class ContextScores:
     n_partial: int
     n_invalid: int
     n_unsupported: int
+    n_empty: int  # chunks with no text, left out of both scores
     unscored_reason: str | None = None
 
 
 def context_scores(verdicts: Sequence[ChunkVerdict]) -> ContextScores:
-    """Context relevance and precision of one question's chunks, in rank order."""
-    counts = {kind: sum(v.verdict == kind for v in verdicts) for kind in (*VERDICTS, "invalid", "unsupported")}
+    """Context relevance and precision of one question's chunks, in rank order, over the chunks
+    with text: an empty chunk is counted, and left out of both (the chunks after it move up a rank)."""
+    counts = {kind: sum(v.verdict == kind for v in verdicts)
+              for kind in (*VERDICTS, "invalid", "unsupported", EMPTY)}
     common = {"n_chunks": len(verdicts), "n_relevant": counts["relevant"], "n_partial": counts["partial"],
-              "n_invalid": counts["invalid"], "n_unsupported": counts["unsupported"]}
+              "n_invalid": counts["invalid"], "n_unsupported": counts["unsupported"], "n_empty": counts[EMPTY]}
     if not verdicts:
         return ContextScores(None, None, **common, unscored_reason="no chunk was retrieved")
+    judged = [v for v in verdicts if v.verdict != EMPTY]
+    if not judged:
+        return ContextScores(None, None, **common, unscored_reason=ALL_EMPTY)
     unusable = counts["invalid"] + counts["unsupported"]
     if unusable:
         return ContextScores(None, None, **common,
-                             unscored_reason=f"{unusable} of {len(verdicts)} chunk verdicts are invalid or unsupported")
-    relevant = [v.verdict == "relevant" for v in verdicts]
+                             unscored_reason=f"{unusable} of {len(judged)} chunk verdicts are invalid or unsupported")
+    relevant = [v.verdict == "relevant" for v in judged]
     return ContextScores(float(Fraction(sum(relevant), len(relevant))), average_precision(relevant), **common)
 
 

@@ -11,11 +11,16 @@ the same sampled, eligible examples as the other metrics, and need the chunks' t
 - a row with no retrieval results at all is "not scored: no retrieval results";
 - a row whose retrieval came back empty scores 0 on precision and recall (nothing relevant was
   retrieved) and is unscored on relevance (a share of no chunks);
-- recall needs the reference answer: without one it is unscored.
+- recall needs the reference answer: without one it is unscored;
+- a chunk whose text is empty or only whitespace is not sent to the judge: its verdict is
+  `empty`, counted (`n_empty` in each record, `verdicts` in the summary) and left out of the
+  three scores; a row whose chunks are all empty is unscored on all three (ALL_EMPTY), counted
+  (`n_all_chunks_empty`).
 
 Where the row has gold ids beside its retrieved ids, each chunk's judged verdict is set beside
-the gold one (`exact`: average precision from the ids), so that the summary can say how far
-the judge agrees with the ids.
+the gold one, and `exact` is the average precision from the ids over the chunks the judge read
+(those with text), each gold id counted once, at its first rank (`exact_precision`), so that
+the summary can say how far the judge agrees with the ids.
 """
 
 from __future__ import annotations
@@ -28,13 +33,15 @@ import numpy as np
 import pandas as pd
 
 from evalbook.formatting import is_missing
-from evalbook.judge.chunks import (NAME as CHUNK_REQUESTS, PROMPT as CHUNK_PROMPT, RECALL as RECALL_REQUESTS,
-                                   RECALL_PROMPT, VERDICTS, ChunkVerdict, average_precision, chunk_requests,
-                                   context_scores, read_chunk_verdict, read_recall, recall_request)
+from evalbook.judge.chunks import (ALL_EMPTY, EMPTY, EMPTY_CHUNK, NAME as CHUNK_REQUESTS, PROMPT as CHUNK_PROMPT,
+                                   RECALL as RECALL_REQUESTS, RECALL_PROMPT, VERDICTS, ChunkVerdict,
+                                   average_precision, chunk_requests, context_scores, is_empty_chunk,
+                                   read_chunk_verdict, read_recall, recall_request, texted)
 from evalbook.judge.client import JudgeReply, JudgeRequest, JudgeSettings
 from evalbook.judge.parsing import Unparsed
 from evalbook.judge.score import Score, ratio_fields
 from evalbook.prompts import PromptTemplate
+from evalbook.score.retrieval import relevant_ranks
 
 NO_CHUNK_TEXT = "not scored: no chunk text"
 NO_RETRIEVAL = "not scored: no retrieval results"
@@ -53,12 +60,13 @@ class ContextMetric:
 
     def record_fields(self, detail: dict[str, Any], threshold: float) -> dict[str, Any]:
         if self.NAME == "context_relevance" and "n_chunks" in detail:
-            return ratio_fields(detail["n_chunks"], threshold)
+            return ratio_fields(detail["n_chunks"] - detail["n_empty"], threshold)
         return {}
 
     def summary_fields(self, entries: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
         fields: dict[str, Any] = {"n_no_chunk_text": sum(e["unscored_reason"] == NO_CHUNK_TEXT for e in entries),
-                                  "n_no_retrieval": sum(e["unscored_reason"] == NO_RETRIEVAL for e in entries)}
+                                  "n_no_retrieval": sum(e["unscored_reason"] == NO_RETRIEVAL for e in entries),
+                                  "n_all_chunks_empty": sum(e["unscored_reason"] == ALL_EMPTY for e in entries)}
         if self.REQUESTS == CHUNK_REQUESTS:
             fields["verdicts"] = dict(Counter(v for e in entries for v in e.get("verdicts", [])))
         if self.NAME == "context_relevance":
@@ -90,14 +98,25 @@ def chunk_texts(row: Any) -> list[str] | None:
     return None if is_missing(value) else [str(text) for text in value]
 
 
-def _gold_relevance(row: Any, n_chunks: int) -> list[bool] | None:
-    """Each chunk's relevance by the gold ids, where the row has them and one retrieved id per chunk."""
+def exact_precision(retrieved_ids: Sequence[str], gold_ids: set[str]) -> float:
+    """Average precision of a ranking by the gold ids, exact, as the judged precision is computed
+    (over the gold ids retrieved; 0 when none was). A gold id counts at its first rank only: a
+    copy later is not relevant again, as for precision@k (evalbook.score.retrieval).
+    ["x", "b", "b"] against {"b"} gives 1/2."""
+    first = set(relevant_ranks(gold_ids, retrieved_ids))
+    return average_precision([rank in first for rank in range(1, len(retrieved_ids) + 1)])
+
+
+def _gold_relevance(row: Any, chunks: Sequence[str]) -> tuple[list[bool], float] | None:
+    """Where the row has gold ids and one retrieved id per chunk: whether each chunk's id is a
+    gold id, and the exact precision over the chunks with text (those the judge read)."""
     ids = getattr(row, "retrieved_ids", None)
     gold_ids, gold_id = getattr(row, "gold_ids", None), getattr(row, "gold_id", None)
     gold = list(gold_ids) if not is_missing(gold_ids) else [gold_id] if not is_missing(gold_id) else None
-    if is_missing(ids) or not gold or len(ids) != n_chunks:
+    if is_missing(ids) or not gold or len(ids) != len(chunks):
         return None
-    return [doc in set(gold) for doc in ids]
+    read_ids = [ids[index] for index in texted(chunks)]
+    return [doc in set(gold) for doc in ids], exact_precision(read_ids, set(gold))
 
 
 def not_scored_reason(row: Any) -> str | None:
@@ -126,7 +145,7 @@ def context_requests(rows: pd.DataFrame, config: dict[str, Any], settings: Judge
         if names & {"context_relevance", "context_precision"}:
             template = templates.get("context_relevance") or templates["context_precision"]
             requests += chunk_requests(row.id, row.question, chunks, settings, template, repeats)
-        if "context_recall" in names and _reference(row, config):
+        if "context_recall" in names and _reference(row, config) and texted(chunks):
             requests += [recall_request(row.id, _reference(row, config), chunks, settings,
                                         templates["context_recall"], repeat) for repeat in range(repeats)]
     return requests
@@ -138,6 +157,8 @@ Replies = dict[tuple[str, str, int], JudgeReply]  # (request example id, request
 
 
 def _verdict(reply: JudgeReply | None, chunk: str) -> ChunkVerdict:
+    if is_empty_chunk(chunk):  # never sent: there is no reply to read
+        return EMPTY_CHUNK
     if reply is None:
         return ChunkVerdict("failed", "no reply")
     if reply.error is not None:
@@ -145,47 +166,52 @@ def _verdict(reply: JudgeReply | None, chunk: str) -> ChunkVerdict:
     return read_chunk_verdict(reply.text, chunk, reply.finish_reason)
 
 
-def _chunk_scores(verdicts: Sequence[ChunkVerdict], gold: list[bool] | None) -> dict[str, tuple[Score, dict]]:
-    """Relevance and precision of one repeat's verdicts, each with its detail."""
+def _chunk_scores(verdicts: Sequence[ChunkVerdict],
+                  gold: tuple[list[bool], float] | None) -> dict[str, tuple[Score, dict]]:
+    """Relevance and precision of one repeat's verdicts, each with its detail; empty chunks are
+    counted and left out (evalbook.judge.chunks.context_scores)."""
     kinds = [v.verdict for v in verdicts]
     detail = {"n_chunks": len(verdicts), "verdicts": kinds,
-              **{f"n_{kind}": kinds.count(kind) for kind in (*VERDICTS, *UNUSABLE)}}
+              **{f"n_{kind}": kinds.count(kind) for kind in (*VERDICTS, *UNUSABLE, EMPTY)}}
     if not verdicts:
         return {"context_relevance": (Score.unscored("no chunk was retrieved"), detail),
                 "context_precision": (Score(0.0), detail)}
     unusable = sum(kinds.count(kind) for kind in UNUSABLE)
     if unusable:
-        reason = f"{unusable} of {len(verdicts)} chunk verdicts are {' or '.join(UNUSABLE)}"
+        reason = f"{unusable} of {len(kinds) - kinds.count(EMPTY)} chunk verdicts are {' or '.join(UNUSABLE)}"
         return {"context_relevance": (Score.unscored(reason), detail),
                 "context_precision": (Score.unscored(reason), detail)}
     scores = context_scores(verdicts)
+    if scores.unscored_reason is not None:  # every chunk is empty (ALL_EMPTY)
+        return {"context_relevance": (Score.unscored(scores.unscored_reason), detail),
+                "context_precision": (Score.unscored(scores.unscored_reason), detail)}
     precision = dict(detail)
     if gold is not None:
-        precision["exact"] = average_precision(gold)
-        precision["gold_relevant"] = gold
+        precision["gold_relevant"], precision["exact"] = gold  # each chunk's, and the whole ranking's
     return {"context_relevance": (Score(scores.relevance), detail),
             "context_precision": (Score(scores.precision), precision)}
 
 
-def _recall_score(reply: JudgeReply | None, n_chunks: int) -> tuple[Score, dict[str, Any]]:
+def _recall_score(reply: JudgeReply | None, chunks: Sequence[str]) -> tuple[Score, dict[str, Any]]:
     if reply is None:
         return Score.unscored("no reply"), {}
     if reply.error is not None:
         return Score.unscored(f"judge call failed: {reply.error}"), {}
     try:
-        recall, claims = read_recall(reply.text, n_chunks, reply.finish_reason)
+        recall, claims = read_recall(reply.text, chunks, reply.finish_reason)
     except Unparsed as failure:
         return Score.unscored(failure.reason), {"raw_reply": failure.raw}
-    detail = {"n_claims": len(claims), "claims": claims}
+    detail = {"n_claims": len(claims), "claims": claims, "n_empty": len(chunks) - len(texted(chunks))}
     if recall is None:
         return Score.unscored("the judge found no claim in the reference answer"), detail
     return Score(recall), detail
 
 
-def chunk_list(chunks: Sequence[str], verdicts: Sequence[ChunkVerdict], gold: list[bool] | None) -> list[dict]:
+def chunk_list(chunks: Sequence[str], verdicts: Sequence[ChunkVerdict],
+               gold: tuple[list[bool], float] | None) -> list[dict]:
     """Each chunk's verdict for the report's strip, rank first; the chunk text is the input's."""
     return [{"rank": rank, "verdict": v.verdict, "reason": v.reason, "quote": v.quote, "claimed": v.claimed,
-             "gold": None if gold is None else gold[rank - 1]}
+             "gold": None if gold is None else gold[0][rank - 1]}
             for rank, v in enumerate(verdicts, 1)]
 
 
@@ -198,7 +224,7 @@ def context_judgments(row: Any, replies: Replies, config: dict[str, Any],
     if reason is not None:
         return {name: [(Score.unscored(reason), {})] * repeats for name in names}, None
     chunks = chunk_texts(row)
-    gold = _gold_relevance(row, len(chunks))
+    gold = _gold_relevance(row, chunks)
     judged: dict[str, list[tuple[Score, dict]]] = {name: [] for name in names}
     listed = None
     for repeat in range(repeats):
@@ -211,13 +237,15 @@ def context_judgments(row: Any, replies: Replies, config: dict[str, Any],
                 if name in judged:
                     judged[name].append(scored)
         if "context_recall" in judged:
-            if not _reference(row, config):
+            if chunks and not texted(chunks):
+                judged["context_recall"].append((Score.unscored(ALL_EMPTY), {"n_empty": len(chunks)}))
+            elif not _reference(row, config):
                 judged["context_recall"].append((Score.unscored(NO_REFERENCE), {}))
             elif not chunks:
                 judged["context_recall"].append((Score(0.0), {"n_claims": 0}))
             else:
                 judged["context_recall"].append(
-                    _recall_score(replies.get((row.id, RECALL_REQUESTS, repeat)), len(chunks)))
+                    _recall_score(replies.get((row.id, RECALL_REQUESTS, repeat)), chunks))
     return judged, listed
 
 
@@ -225,7 +253,8 @@ def context_judgments(row: Any, replies: Replies, config: dict[str, Any],
 
 def relevance_by_rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Across the run, at each rank: how many chunks were judged and the share judged relevant
-    (of the usable verdicts), so that rank 1 can be set against rank 5."""
+    (of the usable verdicts), so that rank 1 can be set against rank 5; the empty chunks at the
+    rank, never judged, are counted apart (`n_empty`)."""
     at: dict[int, Counter] = {}
     for entry in entries:
         for rank, verdict in enumerate(entry.get("verdicts", []), 1):
@@ -234,21 +263,23 @@ def relevance_by_rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for rank in sorted(at):
         counts = at[rank]
         usable = sum(counts[kind] for kind in VERDICTS)
-        rows.append({"rank": rank, "n": sum(counts.values()), "n_usable": usable,
-                     "n_relevant": counts["relevant"], "n_partial": counts["partial"],
+        rows.append({"rank": rank, "n": sum(counts.values()) - counts[EMPTY], "n_empty": counts[EMPTY],
+                     "n_usable": usable, "n_relevant": counts["relevant"], "n_partial": counts["partial"],
                      "relevant_share": counts["relevant"] / usable if usable else None})
     return rows
 
 
 def against_gold(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The judged precision beside the exact one (from the gold ids) on the examples that have
-    both, and how often the judge's relevant/not agrees with the ids, chunk by chunk, with
-    Cohen's kappa (scikit-learn; None when either side has one class only)."""
+    both, and how often the judge's relevant/not agrees with the ids, chunk by chunk (the chunks
+    the judge read: empty ones are left out), with Cohen's kappa (scikit-learn; None when either
+    side has one class only)."""
     both = [e for e in entries if e.get("exact") is not None and e["score"] is not None]
     if not both:
         return None
-    judged = [v == "relevant" for e in both for v in e["verdicts"]]
-    gold = [g for e in both for g in e["gold_relevant"]]
+    read = [(v, g) for e in both for v, g in zip(e["verdicts"], e["gold_relevant"]) if v != EMPTY]
+    judged = [v == "relevant" for v, _ in read]
+    gold = [g for _, g in read]
     kappa = None
     if len(set(judged)) > 1 and len(set(gold)) > 1:
         from sklearn.metrics import cohen_kappa_score  # here: scikit-learn is slow to import

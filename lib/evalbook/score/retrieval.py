@@ -16,19 +16,23 @@ trec_eval's, and a test checks every metric against trec_eval (`pytrec_eval`) to
   min(number relevant, k) relevant documents first (`ndcg_cut_k` with binary judgements).
 
 A document retrieved twice counts at its first rank only: a later copy is not relevant again (a
-trec_eval run cannot hold a document twice). An empty retrieval scores 0 on all four and is no
-match.
+trec_eval run cannot hold a document twice), but takes its place in the top k. Such a copy is an
+input problem the load stage warns of, naming each example and id (`duplicate_id_warnings`). An
+empty retrieval scores 0 on all four and is no match.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
 from evalbook.formatting import is_missing
+
+SHOWN_EXAMPLES = 5  # the examples a warning names before it counts the rest
 
 
 def normalise_text(text: str) -> str:
@@ -45,6 +49,36 @@ def relevant_ranks(relevant: Iterable[str], retrieved: Sequence[str]) -> list[in
             seen.add(item)
             ranks.append(position)
     return ranks
+
+
+def repeated_ids(retrieved: Sequence[str]) -> dict[str, int]:
+    """The ids retrieved more than once, each with how many times, in the order first retrieved."""
+    return {item: times for item, times in Counter(retrieved).items() if times > 1}
+
+
+def duplicate_retrieved_ids(frame: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """Per example whose `retrieved_ids` hold an id more than once: its repeated ids (repeated_ids)."""
+    found = {}
+    for row in frame.itertuples(index=False):
+        ids = getattr(row, "retrieved_ids", None)
+        repeated = {} if is_missing(ids) else repeated_ids(list(ids))
+        if repeated:
+            found[str(row.id)] = repeated
+    return found
+
+
+def duplicate_id_warnings(frame: pd.DataFrame, source: str) -> list[str]:
+    """One sentence naming the examples of `source` that retrieved an id more than once, each
+    with the id and how many times, and what that does to the metrics; none without such a copy."""
+    found = duplicate_retrieved_ids(frame)
+    if not found:
+        return []
+    listed = "; ".join(f"{example}: " + ", ".join(f"{item} {times} times" for item, times in repeated.items())
+                       for example, repeated in list(found.items())[:SHOWN_EXAMPLES])
+    more = f"; and {len(found) - SHOWN_EXAMPLES} more" if len(found) > SHOWN_EXAMPLES else ""
+    return [f"{len(found)} example(s) retrieved the same id more than once in {source} ({listed}{more}): "
+            "each id counts at its first rank only, so a copy takes a place in the top k without adding "
+            "a relevant document; check the retriever or remove the copies from retrieved_ids"]
 
 
 def _check_k(k: int) -> None:
