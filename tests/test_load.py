@@ -729,7 +729,7 @@ def test_counts_without_predictions_file(tmp_path):
         "n_unmatched_predictions": 0, "n_left_out_by_limit": 0, "n_examples": 5, "n_examples_without_prediction": 0,
         "n_empty_generated_answers": 0, "n_empty_reference_answers": 0, "n_with_retrieval": 0,
         "n_unmatched_differing_only_in_case_or_space": 0, "n_retrieved_ids_without_gold_id": 0,
-        "n_gold_id_without_retrieved_ids": 0,
+        "n_gold_id_without_retrieved_ids": 0, "n_examples_with_duplicate_retrieved_ids": 0,
     }
 
 

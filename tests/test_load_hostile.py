@@ -233,6 +233,17 @@ def test_gold_id_with_retrieved_ids_on_some_rows_is_only_counted(tmp_path):
     assert result.warnings == []
 
 
+def test_an_id_retrieved_twice_in_one_row_is_warned_and_counted(tmp_path):
+    examples = four_examples(tmp_path, gold_id="d1")
+    rows = [{"id": "ex1", "generated_answer": "a", "retrieved_ids": ["d1", "d2", "d1"]},
+            {"id": "ex2", "generated_answer": "b", "retrieved_ids": ["d2", "d3"]}]
+    path = write_jsonl(tmp_path / "p.jsonl", rows)
+    result = load_evaluation_set(str(examples), str(path))
+    assert result.counts["n_examples_with_duplicate_retrieved_ids"] == 1
+    [warning] = result.warnings
+    assert f"1 example(s) retrieved the same id more than once in {path} (ex1: d1 2 times)" in warning
+
+
 # ---------------------------------------------------------------- CSV quoting
 
 def test_a_stray_quote_mid_field_names_column_row_and_line(tmp_path):

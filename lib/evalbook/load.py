@@ -38,6 +38,7 @@ from evalbook import storage
 from evalbook.formatting import is_missing
 from evalbook.metrics import METRICS, SCORE_FLAGS
 from evalbook.score.models import hub_reachable
+from evalbook.score.retrieval import duplicate_id_warnings, duplicate_retrieved_ids
 
 EXAMPLE_TEXT_COLUMNS = ("question", "context", "answer")
 RETRIEVED_COLUMNS = ("retrieved_ids", "retrieved_contexts")  # the system's results, in rank order
@@ -930,12 +931,14 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
         "n_with_retrieval": int((has_ids | table["retrieved_contexts"].notna()).sum()),
         "n_retrieved_ids_without_gold_id": int((has_ids & ~has_gold).sum()),
         "n_gold_id_without_retrieved_ids": int((has_gold & ~has_ids).sum()),
+        "n_examples_with_duplicate_retrieved_ids": len(duplicate_retrieved_ids(table)),
     }
     return LoadResult(table=table, counts=counts, unmatched_prediction_ids=unmatched,
                       examples_without_prediction=without, skipped_incomplete_rows=skipped_rows,
                       sources={"input_path": input_path, "predictions_path": predictions_path},
                       warnings=_near_miss_warning(unmatched, near_misses)
-                      + _retrieval_warnings(table, input_path), generators=generators,
+                      + _retrieval_warnings(table, input_path)
+                      + duplicate_id_warnings(table, predictions_path or input_path), generators=generators,
                       inputs_sha256={"input_path": input_sha256(input_path),
                                      "predictions_path": input_sha256(predictions_path)},
                       metadata=_described(kept, types, files))

@@ -188,13 +188,15 @@ def answers_table(records: dict[str, dict[str, Any]], canonical: pd.DataFrame,
     return pd.DataFrame(table)
 
 
-VERDICT_MARKS = {"relevant": "✓", "partial": "~", "irrelevant": "✗", "invalid": "?", "unsupported": "!", "failed": "×"}
+VERDICT_MARKS = {"relevant": "✓", "partial": "~", "irrelevant": "✗", "invalid": "?", "unsupported": "!", "failed": "×",
+                 "empty": "∅"}
 
 
 def chunk_strip(report: dict[str, Any]) -> pd.DataFrame:
     """Per judged question with chunk verdicts, the rank × verdict strip (✓ relevant, ~ partial,
-    ✗ irrelevant, ? invalid, ! unsupported quote, × failed call), its context scores, and each
-    chunk's verdict with the judge's reason and quote, rank by rank. Empty when no chunk was judged."""
+    ✗ irrelevant, ? invalid, ! unsupported quote, × failed call, ∅ empty chunk, never sent), its
+    context scores, and each chunk's verdict with the judge's reason and quote, rank by rank.
+    Empty when no chunk was judged."""
     rows = []
     for example in report.get("examples", []):
         record = example.get("judge") or {}
@@ -217,7 +219,8 @@ def chunk_strip(report: dict[str, Any]) -> pd.DataFrame:
 def relevance_by_rank_table(summary: dict[str, Any]) -> pd.DataFrame:
     """Across the run, each rank's judged chunks and the share judged relevant."""
     metric = (summary.get("metrics") or {}).get("context_relevance") or {}
-    return pd.DataFrame([{"rank": row["rank"], "chunks judged": row["n"], "usable verdicts": row["n_usable"],
+    return pd.DataFrame([{"rank": row["rank"], "chunks judged": row["n"], "empty chunks": row.get("n_empty"),
+                          "usable verdicts": row["n_usable"],
                           "relevant": row["n_relevant"], "partial": row["n_partial"],
                           "relevant share": row["relevant_share"]} for row in metric.get("by_rank", [])])
 
