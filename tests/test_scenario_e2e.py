@@ -131,6 +131,8 @@ def test_a_replay_judges_the_stored_transcripts_without_simulating(setup):
     _, after_second, after_replay = setup["calls"]
     assert (after_replay["sim"], after_replay["system"]) == (after_second["sim"], after_second["system"])
     assert report["conversations"] == "replayed" and report["replayed_from"] == setup["first"].run_dir.name
+    assert report["replay_source"] == {"run": setup["first"].run_dir.name, "status": "succeeded", "reason": None}
+    assert report["missing"] == [] and report["n_scenarios"] == 3  # the replay command exited 0: nothing missing
     assert (setup["replayed"].run_dir / "transcripts.jsonl").read_bytes() == \
         (setup["first"].run_dir / "transcripts.jsonl").read_bytes()
     assert not (setup["replayed"].run_dir / "02a_converse.ipynb").read_text().count("before the first call")

@@ -5,6 +5,8 @@
   `summary: <path>`, names the run's summary.md (as does compare's, for the comparison's).
 - `replay <run id|folder> --params <file> [-p key=value ...]`: a new run whose 02a_converse judges
   that run's transcripts again (scenarios.replay_from) instead of simulating; output as `run`'s.
+  A run whose transcripts lack some conversations (interrupted) is judged on the rest, its report
+  lists what is missing, and the command exits 1.
 - `compare [--baseline <run id|report>] [--candidate <...>] [--fail-on '<metric><<tolerance>' ...]
   [--pairwise]`: runs 05_compare (with --pairwise, the judge compares the answers too); the last
   line on stdout is the comparison JSON's location. Without runs, the two latest successful runs. Each --fail-on rule's outcome is printed before it (`gate failed: ...`).
@@ -45,7 +47,12 @@ def _run(args: argparse.Namespace) -> int:
     # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
     from evalbook.runner import run_pipeline
 
-    result = run_pipeline(args.params, args.overrides)
+    _print_run(run_pipeline(args.params, args.overrides))
+    return 0
+
+
+def _print_run(result) -> None:
+    """A run's folder and pages, its summary.md, then its report's location last."""
     print(f"run folder: {result.run_dir}")
     for stage in result.stages:
         for key in ("html", "html_noinput"):
@@ -55,20 +62,27 @@ def _run(args: argparse.Namespace) -> int:
         print(f"published {len(result.published)} objects")
     print(f"summary: {result.summary}")
     print(result.report_location)
-    return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
     """A new run of the profile whose 02a_converse reads the named run's transcripts instead of
-    simulating: the same conversations judged again (by the profile's judge, which may differ)."""
+    simulating: the same conversations judged again (by the profile's judge, which may differ).
+    When the transcripts lack some of the scenario file's conversations (the run was interrupted),
+    the report lists them and the command exits 1 (IncompleteReplay) after naming the report."""
     # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
     from evalbook.params import load_profile, local_outputs_root, parse_overrides
+    from evalbook.runner import run_pipeline
     from evalbook.runs import find_run_folder
+    from evalbook.scenarios.transcripts import incomplete_replay
 
     profile = load_profile(args.params, parse_overrides(args.overrides), override_root=Path.cwd())
     folder = find_run_folder(local_outputs_root(profile), args.run)
-    args.overrides = [*args.overrides, "scenarios.enabled=true", f"scenarios.replay_from={folder}"]
-    return _run(args)
+    result = run_pipeline(args.params, [*args.overrides, "scenarios.enabled=true", f"scenarios.replay_from={folder}"])
+    _print_run(result)
+    incomplete = incomplete_replay(json.loads(result.report_path.read_text("utf-8")).get("scenarios"))
+    if incomplete is not None:
+        raise incomplete
+    return 0
 
 
 def _compare(args: argparse.Namespace) -> int:

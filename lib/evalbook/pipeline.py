@@ -57,7 +57,7 @@ from evalbook.scenarios.run import (check_budget as check_scenario_budget, conve
                                     run_conversations, summarize_conversations)
 from evalbook.scenarios.sides import Simulator, System
 from evalbook.scenarios.spec import Scenario, load_scenarios
-from evalbook.scenarios.transcripts import TranscriptWriter, line_of, read_transcripts, replay_path
+from evalbook.scenarios.transcripts import TranscriptWriter, line_of, read_replay_source, read_transcripts, replay_path
 from evalbook.score.models import resolve_model, resolve_profile_models
 from evalbook.stats import BOOTSTRAP, summarize
 
@@ -407,13 +407,18 @@ def run_converse(ctx: StageContext, http_transport=None) -> ConverseOutcome:
     scenarios = load_scenarios(path)
     print(f"{len(scenarios)} scenarios from {scenario_file['path']}, {config['repeats']} repeats each", flush=True)
     if config["replay_from"] is not None:
-        source = replay_path(resolve_path(config["replay_from"], profile.root))
-        transcripts = read_transcripts(source, scenarios)
+        source = read_replay_source(replay_path(resolve_path(config["replay_from"], profile.root)), scenarios,
+                                    config["repeats"])
+        transcripts = source.transcripts
         ctx.write_bytes(TRANSCRIPTS, "".join(line_of(t) for t in transcripts).encode("utf-8"))
-        summary = {"status": "replayed", "replayed_from": source.parent.name, "scenario_file": scenario_file,
-                   "n_scenarios": len({t.scenario_id for t in transcripts}), "n_transcripts": len(transcripts),
-                   "end_reasons": end_reason_counts(transcripts), "repeats": config["repeats"]}
-        print(f"replaying {len(transcripts)} transcripts from {source}: no conversation is simulated", flush=True)
+        summary = {"status": "replayed", "replayed_from": source.path.parent.name, "replay_source": source.run,
+                   "scenario_file": scenario_file, "n_scenarios": len(scenarios), "n_transcripts": len(transcripts),
+                   "missing": source.missing, "end_reasons": end_reason_counts(transcripts),
+                   "repeats": config["repeats"]}
+        print(f"replaying {len(transcripts)} transcripts from {source.path}: no conversation is simulated", flush=True)
+        lacking = source.incomplete()
+        if lacking:
+            print(f"incomplete, listed in the report: {lacking}", flush=True)
         ctx.write_json(CONVERSATIONS, summary)
         return ConverseOutcome(scenarios, transcripts, summary)
     redactor = profile_redactor(profile.values)
@@ -453,7 +458,7 @@ def conversation_results(ctx: StageContext, http_transport=None):
         return outcome.scenarios, outcome.transcripts
     _require(ctx, TRANSCRIPTS, "02a_converse")
     scenarios = load_scenarios(scenario_file_of(ctx)[0])
-    return scenarios, read_transcripts(ctx.artifact(TRANSCRIPTS), scenarios)
+    return scenarios, read_transcripts(ctx.artifact(TRANSCRIPTS), scenarios, ctx.profile["scenarios"]["repeats"])
 
 
 def scenario_results(ctx: StageContext) -> tuple[dict[str, Any], dict[str, Any]] | None:

@@ -48,6 +48,7 @@ from evalbook.layout import (ALL_STAGES, CONVERSE_STAGE, FAILED_MARKER, GENERATE
 from evalbook.params import (ParamsError, Profile, check_input_files, is_remote, load_profile, local_outputs_root,
                              parse_overrides, resolve_path, resolved_values)
 from evalbook.scenarios.spec import load_scenarios
+from evalbook.scenarios.transcripts import read_replay_source, replay_path
 from evalbook.provenance import run_provenance
 from evalbook.publish import tracking
 from evalbook.publish.summary import page_links, run_summary_md, write_summary
@@ -198,12 +199,25 @@ def check_slices_by(profile: Profile, overrides: dict[str, Any]) -> None:
                           "(-p slices.by=auto slices by each of them)")
 
 
-def check_scenario_file(profile: Profile) -> None:
+def check_scenario_file(profile: Profile, log: TextIO | None = None) -> None:
     """With scenarios on, the scenario file is read and checked before the run folder is written:
     a missing field, an unknown key, max_turns <= 0 or a duplicate id is refused (ScenarioFileError,
-    exit 2) before any call, naming the scenario and the field."""
-    if profile["scenarios"]["enabled"]:
-        load_scenarios(resolve_path(profile["scenarios"]["path"], profile.root))
+    exit 2) before any call, naming the scenario and the field. So is, with scenarios.replay_from,
+    the transcripts file to replay (TranscriptFileError: a line that cannot be used, a conversation
+    given twice, an empty or missing file, naming the file, the line and the field); one that lacks
+    some conversations is noted in `log`: the replay judges the rest and is incomplete."""
+    config = profile["scenarios"]
+    if not config["enabled"]:
+        return
+    scenarios = load_scenarios(resolve_path(config["path"], profile.root))
+    if config["replay_from"] is None:
+        return
+    source = read_replay_source(replay_path(resolve_path(config["replay_from"], profile.root)), scenarios,
+                                config["repeats"])
+    lacking = source.incomplete()
+    if lacking and log is not None:
+        print(f"[evalbook] note: the replay is incomplete; its report lists what is missing: {lacking}",
+              file=log, flush=True)
 
 
 def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> PlannedRun:
@@ -215,7 +229,7 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
     profile = load_profile(params_path, parsed, override_root=Path.cwd())
     check_input_files(profile, parsed)
     check_slices_by(profile, parsed)
-    check_scenario_file(profile)
+    check_scenario_file(profile, log)
     models = resolve_profile_models(profile)
     values = resolved_values(profile)
     bertscore = values["models"]["bertscore"]

@@ -4,7 +4,9 @@ A scenario run k times passes a criterion in some of them. The pass rate is the 
 passed, with a Wilson score interval (scipy's `binomtest(...).proportion_ci`), which stays
 inside [0, 1] and is honest at the small k a scenario is repeated. pass^k says whether every
 repeat passed (the assistant is reliable), pass@k whether at least one did (the assistant can).
-Repeats that could not be judged count in neither: they are reported as unjudged.
+Repeats that could not be judged count in neither: they are reported as unjudged, and so are
+the repeats a replayed file has no transcript of (`with_absent`), so that n_repeats is always
+scenarios.repeats.
 """
 
 from __future__ import annotations
@@ -38,3 +40,9 @@ def pass_summary(verdicts: Sequence[bool | None], confidence: float = CONFIDENCE
         "pass_all": all(judged) if judged else None,
         "pass_any": any(judged) if judged else None,
     }
+
+
+def with_absent(summary: dict[str, Any], absent: int) -> dict[str, Any]:
+    """`summary` with `absent` more repeats that have no transcript (a replay of an incomplete
+    run): they count as unjudged, so the rate, its interval, pass^k and pass@k are unchanged."""
+    return {**summary, "n_repeats": summary["n_repeats"] + absent, "n_unjudged": summary["n_unjudged"] + absent}
