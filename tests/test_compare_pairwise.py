@@ -11,14 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from scipy.stats import binomtest
 
 from evalbook.compare import ComparisonError
 from evalbook.compare.document import validate_comparison
-from evalbook.compare.pairwise import JudgeUnreachable, judge_pairwise, plan_pairwise, select_pairs
+from evalbook.compare.pairwise import JudgeUnreachable, NothingJudged, judge_pairwise, plan_pairwise, select_pairs
+from evalbook.compare.tables import pairwise_html
 from evalbook.judge.estimate import OverBudget
-from evalbook.layout import FAILED_MARKER
+from evalbook.layout import FAILED_MARKER, comparisons_folder
 from evalbook.replycache import ReplyCache
 from faultserver import FaultServer
 from paths import ROOT
@@ -50,6 +52,10 @@ def config(default_judge_config) -> dict:
     return {**default_judge_config, "sample_size": None}
 
 
+def never_json(body) -> str:
+    return "yes."
+
+
 def judged(tmp_path: Path, config: dict, script, baseline=BASELINE, candidate=CANDIDATE):
     """The pairwise section, the server's chat calls and the plan's estimate."""
     with FaultServer(reply=script) as server:
@@ -68,8 +74,30 @@ def test_a_judge_that_always_picks_the_first_slot_gives_every_pair_inconsistent(
     assert bias["consistency"] == 0.0 and bias["first_slot_rate"] == 1.0
     assert bias["first_slot_p_value"] == pytest.approx(binomtest(12, 12, 0.5).pvalue)
     assert bias["first_slot_interval"]["low"] > 0.5  # the interval against 0.5 shows the bias
-    assert section["win_rate_b"]["mean"] == 0.5 and section["sign_test"] is None
+    assert section["win_rate_b"] is None and section["sign_test"] is None  # no pair decided: no win rate
     assert {pair["preferred"] for pair in section["pairs"]} == {"neither"}
+
+
+def page_words(section: dict) -> str:
+    """The words of 05's pairwise fragment for `section`, tags left out."""
+    text = pairwise_html({"pairwise": section, "parameters": {"confidence": 0.95}})
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text)))
+
+
+def test_the_page_says_a_first_slot_judges_preferences_are_position_bias_alone(tmp_path, config):
+    """Issue 47: it read 'win rate is 0.500 [0.500, 0.500]', a certain tie made of the slot."""
+    section, _, _ = judged(tmp_path, config, first_slot)
+    words = page_words(section)
+    assert f"No question was decided consistently: on all {len(IDS)} judgments the two orders disagreed" in words
+    assert "position bias alone" in words and "no win rate" in words
+    assert "win rate is" not in words and "[0.500, 0.500]" not in words
+
+
+def test_the_page_says_when_the_win_rates_interval_has_no_width(tmp_path, config):
+    section, _, _ = judged(tmp_path, config, marker)
+    words = page_words(section)
+    assert "win rate is 1.000 [1.000, 1.000]" in words
+    assert f"Every one of the {len(IDS)} questions scored 1.000, so the interval has no width" in words
 
 
 def test_a_judge_that_follows_the_marker_is_consistent_and_names_the_candidate(tmp_path, config):
@@ -117,6 +145,30 @@ def test_two_runs_with_nothing_to_judge_are_refused_before_any_call(tmp_path, co
         assert server.chat_calls == 0
 
 
+def counting_transport() -> tuple[httpx.MockTransport, list[httpx.Request]]:
+    """A judge transport that records every request, the reachability check's too."""
+    received: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        received.append(request)
+        return httpx.Response(200, json={"object": "list", "data": [{"id": "judge", "object": "model"}]})
+
+    return httpx.MockTransport(answer), received
+
+
+@pytest.mark.parametrize("baseline, candidate", [
+    (BASELINE, BASELINE),
+    (report({"a": "Same.", "b": "Only the baseline answers.", "c": "Same too."}),
+     report({"a": "Same.", "b": None, "c": "Same too.", "d": "Only in the candidate."})),
+], ids=["a run with itself", "no differing pair"])
+def test_runs_whose_shared_answers_are_the_same_are_refused_before_any_request(tmp_path, config, baseline, candidate):
+    """Issue 47: a run compared with itself spent 2 calls a question on answers with nothing to prefer."""
+    transport, received = counting_transport()
+    with pytest.raises(ComparisonError, match="nothing to compare: the two runs give the same answer"):
+        plan_pairwise(baseline, candidate, config, ReplyCache(tmp_path / "judge.sqlite"), http_transport=transport)
+    assert received == []
+
+
 def test_the_sample_size_draws_the_judge_stages_seeded_sample(config):
     chosen = select_pairs(BASELINE, CANDIDATE, {**config, "sample_size": 3, "sample_seed": 0})
     again = select_pairs(BASELINE, CANDIDATE, {**config, "sample_size": 3, "sample_seed": 0})
@@ -139,12 +191,32 @@ def test_no_judge_answering_is_said_before_any_call(tmp_path, config):
 
 
 def test_an_unparseable_reply_is_invalid_counted_and_kept_with_its_text(tmp_path, config):
-    section, _, _ = judged(tmp_path, {**config, "max_retries": 0}, lambda body: "yes.")
-    assert section["outcomes"]["invalid"] == len(IDS) and section["win_rate_b"] is None
-    assert section["position_bias"]["consistency"] is None
+    def first_question_unparseable(body) -> str:
+        return never_json(body) if "Question q0?" in body["messages"][-1]["content"] else marker(body)
+
+    section, _, _ = judged(tmp_path, {**config, "max_retries": 0}, first_question_unparseable)
+    assert section["outcomes"]["invalid"] == 1 and section["outcomes"]["B"] == len(IDS) - 1
+    assert section["win_rate_b"]["n"] == len(IDS) - 1
     judgment = section["pairs"][0]["judgments"][0]
     assert judgment["ab"]["verdict"] == "invalid" and "'yes.'" in judgment["ab"]["problem"]
     assert section["pairs"][0]["preferred"] is None
+
+
+@pytest.mark.parametrize("mode, first", [("healthy", "q0#ab: not the JSON asked for: 'yes.'"),
+                                         ("server_error", "q0#ab: the call failed: ")])
+def test_a_judgment_whose_every_reply_is_invalid_scores_nothing_and_fails(tmp_path, config, mode, first):
+    """Issue 47: it gave a section without a number, written as a success."""
+    with FaultServer(mode, reply=never_json) as server:
+        plan = plan_pairwise(BASELINE, CANDIDATE, {**config, "base_url": server.base_url, "max_retries": 0},
+                             ReplyCache(tmp_path / "judge.sqlite"))
+        with pytest.raises(NothingJudged) as raised:
+            judge_pairwise(plan)
+        assert server.chat_calls == 2 * len(IDS)
+    message = str(raised.value)
+    failed, unparsed = (2 * len(IDS), 0) if mode == "server_error" else (0, 2 * len(IDS))
+    assert message.startswith(f"pairwise judging scored nothing: all {len(IDS)} judgments were invalid "
+                              f"({failed} calls failed, {unparsed} replies not the JSON asked for)")
+    assert f"; the first: {first}" in message and "\n" not in message
 
 
 def test_repeats_are_judged_apart_and_their_agreement_is_shown(tmp_path, config):
@@ -223,5 +295,38 @@ def test_a_pairwise_comparison_without_a_judge_fails_marked_and_writes_no_compar
     assert done.returncode == 1 and "pairwise judging could not start" in done.stderr, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     (failed,) = [marker for marker in sample_runs.candidate.run_dir.parent.rglob(FAILED_MARKER)
-                 if "pairwise" in marker.read_text("utf-8")]
+                 if "pairwise judging could not start" in marker.read_text("utf-8")]
     assert not failed.parent.with_suffix(".json").exists()
+
+
+@pytest.mark.slow
+def test_a_pairwise_comparison_with_every_reply_invalid_fails_marked_and_writes_no_json(sample_runs, tmp_path):
+    with FaultServer(reply=never_json) as server:
+        done = compare_cli(sample_runs.profile, "--baseline", sample_runs.baseline.run_id, "--candidate",
+                           sample_runs.candidate.run_id, "--pairwise", "-p", f"judge.base_url={server.base_url}",
+                           "-p", "judge.max_retries=0", "-p", f"judge.cache_path={tmp_path / 'judge.sqlite'}")
+        calls = server.chat_calls
+    assert done.returncode == 1 and calls == 10, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    (reason,) = [line for line in done.stderr.splitlines() if "pairwise judging scored nothing" in line]
+    assert reason.startswith("NothingJudged: pairwise judging scored nothing: all 5 judgments were invalid (0 "
+                             "calls failed, 10 replies not the JSON asked for), so no answer was preferred; the "
+                             "first: ") and reason.endswith("#ab: not the JSON asked for: 'yes.'")
+    (failed,) = [marker for marker in sample_runs.candidate.run_dir.parent.rglob(FAILED_MARKER)
+                 if "pairwise judging scored nothing" in marker.read_text("utf-8")]
+    assert not failed.parent.with_suffix(".json").exists()
+
+
+@pytest.mark.slow
+def test_a_run_compared_with_itself_pairwise_is_refused_before_any_judge_call(sample_runs, tmp_path):
+    comparisons = comparisons_folder(sample_runs.baseline.report_path)
+    before = sorted(comparisons.rglob("*")) if comparisons.exists() else []
+    with FaultServer(reply=marker) as server:
+        done = compare_cli(sample_runs.profile, "--baseline", sample_runs.baseline.run_id, "--candidate",
+                           sample_runs.baseline.run_id, "--pairwise", "-p", f"judge.base_url={server.base_url}",
+                           "-p", f"judge.cache_path={tmp_path / 'judge.sqlite'}")
+        calls = (server.chat_calls, server.models_calls)
+    assert done.returncode == 2 and calls == (0, 0), done.stderr[-3000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("evalbook: pairwise judging has nothing to compare: the two runs give the same answer")
+    assert (sorted(comparisons.rglob("*")) if comparisons.exists() else []) == before

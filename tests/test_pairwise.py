@@ -9,7 +9,8 @@ import pytest
 from scipy.stats import binomtest
 
 from evalbook.judge.client import JudgeClient
-from evalbook.judge.pairwise import Pair, outcome, pair_requests, pair_template, pairwise_summary, read_verdict
+from evalbook.judge.pairwise import (Pair, outcome, pair_requests, pair_template, pairwise_summary, read_verdict,
+                                     repeated_summary)
 from evalbook.judge.stage import settings_from
 from evalbook.replycache import ReplyCache
 from faultserver import FaultServer
@@ -47,7 +48,7 @@ def test_a_judge_that_always_picks_the_first_slot_is_never_consistent(tmp_path, 
     assert summary["outcomes"]["inconsistent"] == 8 and summary["position_bias"]["consistency"] == 0.0
     assert summary["position_bias"]["first_slot_rate"] == 1.0
     assert summary["position_bias"]["first_slot_p_value"] == pytest.approx(binomtest(16, 16, 0.5).pvalue)
-    assert summary["win_rate_b"]["mean"] == 0.5 and summary["sign_test"] is None
+    assert summary["win_rate_b"] is None and summary["sign_test"] is None
 
 
 def test_a_judge_that_follows_the_marker_is_consistent_and_names_the_winner(tmp_path, default_judge_config):
@@ -79,3 +80,27 @@ def test_ties_and_inconsistent_pairs_count_half_and_invalid_pairs_not_at_all():
     summary = pairwise_summary(pairs)
     assert summary["win_rate_b"]["mean"] == (1 + 0.5 + 0.5 + 0) / 4 and summary["outcomes"]["invalid"] == 1
     assert read_verdict("yes.") == "invalid"
+
+
+@pytest.mark.parametrize("verdicts", [("1", "1"), ("2", "2"), ("tie", "1"), ("2", "tie")])
+def test_no_pair_decided_consistently_gives_no_win_rate(verdicts):
+    """31 pairs whose two orders disagree (issue 47): their 0.5s are the slot's doing, so they make
+    no win rate, where they made 0.500 [0.500, 0.500], a certain tie with no width."""
+    pairs = [Pair(f"q{i}", *verdicts) for i in range(31)] + [Pair("q31", "yes.", "1")]
+    summary = pairwise_summary(pairs)
+    assert summary["outcomes"]["inconsistent"] == 31 and summary["outcomes"]["invalid"] == 1
+    assert summary["win_rate_b"] is None and summary["sign_test"] is None
+    assert summary["position_bias"]["n_consistent"] == 0 and summary["position_bias"]["consistency"] == 0.0
+
+
+def test_repeats_whose_orders_never_agree_give_no_win_rate():
+    questions = [[Pair(f"q{i}", "1", "1"), Pair(f"q{i}", "2", "2"), Pair(f"q{i}", "tie", "2")] for i in range(5)]
+    summary = repeated_summary(questions)
+    assert summary["outcomes"]["inconsistent"] == 15 and summary["win_rate_b"] is None
+
+
+def test_one_consistent_pair_among_inconsistent_ones_gives_the_win_rate():
+    pairs = [Pair("q0", "2", "1")] + [Pair(f"q{i}", "1", "1") for i in range(1, 31)]
+    win = pairwise_summary(pairs)["win_rate_b"]
+    assert win["n"] == 31 and win["mean"] == pytest.approx((1 + 30 * 0.5) / 31)
+    assert 0.5 <= win["low"] < win["high"] <= 1

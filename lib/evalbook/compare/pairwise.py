@@ -8,7 +8,10 @@ same seeded sample the judge stage would; `judge.repeats` asks each order that m
 Requests: 2 x pairs x repeats, each cached in the judge cache (a rerun makes no call), counted
 by the pre-flight estimate and checked against `judge.max_calls` and `judge.max_cost_usd`
 before the first call. A requested pairwise judgment that can judge nothing is an error, never
-an empty section.
+an empty section: two runs with no question to judge, or whose answers to every question left
+are the same (a run compared with itself), are refused before any request (ComparisonError);
+judging whose every judgment is invalid fails after it (NothingJudged), as scenarios with nothing
+to score do.
 
 A is the baseline, B the candidate: `win_rate_b` above 0.5 means the judge preferred the
 candidate's answers.
@@ -33,11 +36,16 @@ from evalbook.replycache import ReplyCache
 from evalbook.stats import BOOTSTRAP, Bootstrap
 
 SHOWN_INVALID_CHARACTERS = 200  # of a reply that does not parse, as a judgment records it
+CALL_FAILED, NOT_JSON = "the call failed: ", "not the JSON asked for: "  # how a judgment says why it is invalid
 LEFT_OUT = ("only_baseline", "only_candidate", "question_differs", "no_answer")
 
 
 class JudgeUnreachable(EvalbookError, RuntimeError):
     """`compare --pairwise` with no judge answering at the profile's base URL."""
+
+
+class NothingJudged(EvalbookError, RuntimeError):
+    """Pairwise judging ran, yet every judgment was invalid: no answer was preferred."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,8 @@ def _answer(example: Mapping[str, Any]) -> str | None:
 
 
 def select_pairs(baseline: Mapping[str, Any], candidate: Mapping[str, Any], config: Mapping[str, Any]) -> Selection:
-    """The questions to judge; ComparisonError, naming what was left out, when there is none."""
+    """The questions to judge; ComparisonError, naming what was left out, when there is none, or
+    when the two runs give the same answer to each (nothing to prefer)."""
     base = {example["id"]: example for example in baseline["examples"]}
     cand = {example["id"]: example for example in candidate["examples"]}
     shared = [i for i in base if i in cand]
@@ -75,6 +84,10 @@ def select_pairs(baseline: Mapping[str, Any], candidate: Mapping[str, Any], conf
         counts = ", ".join(f"{len(ids)} {name.replace('_', ' ')}" for name, ids in left_out.items())
         raise ComparisonError(f"pairwise judging has no question to judge: the two runs share {len(shared)} "
                               f"ids ({counts}); compare two runs of the same questions with answers")
+    if all(base[i]["generated_answer"] == cand[i]["generated_answer"] for i in eligible):
+        raise ComparisonError(f"pairwise judging has nothing to compare: the two runs give the same answer to "
+                              f"each of the {len(eligible)} questions both answer, so no judge is asked; "
+                              "compare two runs whose answers differ")
     judged = seeded_sample(eligible, config["sample_size"], config["sample_seed"])
     kept = set(judged)
     return Selection(judged=judged, left_out=left_out, not_sampled=[i for i in eligible if i not in kept],
@@ -126,12 +139,12 @@ def plan_for_profile(baseline: Mapping[str, Any], candidate: Mapping[str, Any], 
 def _judgment(reply: JudgeReply) -> dict[str, Any]:
     """One order's verdict as recorded: the verdict, the judge's reasoning, or why there is none."""
     if reply.error is not None:
-        return {"verdict": "invalid", "reasoning": None, "problem": f"the call failed: {reply.error}"}
+        return {"verdict": "invalid", "reasoning": None, "problem": CALL_FAILED + reply.error}
     verdict = read_verdict(reply.text, reply.finish_reason)
     if verdict == "invalid":
         text = reply.text or ""
         shown = text[:SHOWN_INVALID_CHARACTERS] + (" ..." if len(text) > SHOWN_INVALID_CHARACTERS else "")
-        return {"verdict": "invalid", "reasoning": None, "problem": f"not the JSON asked for: {shown!r}"}
+        return {"verdict": "invalid", "reasoning": None, "problem": f"{NOT_JSON}{shown!r}"}
     try:
         reasoning = read_reply(reply.text, PAIR_SCHEMA, reply.finish_reason).value["reasoning"]
     except Unparsed:  # read_verdict parsed it: this cannot happen, but a verdict never loses its record
@@ -146,9 +159,22 @@ def preferred(points: float | None) -> str | None:
     return "B" if points > 0.5 else "A" if points < 0.5 else "neither"
 
 
+def _nothing_judged(pairs: list[dict[str, Any]], n_judgments: int) -> NothingJudged:
+    """The failure of judging whose `n_judgments` judgments, in `pairs`, are all invalid: how
+    many calls failed and how many replies did not parse, and the first reason, in one line."""
+    problems = [(f"{pair['id']}#{order}", judgment[order]["problem"]) for pair in pairs
+                for judgment in pair["judgments"] for order in ORDERS if judgment[order]["problem"]]
+    failed = sum(problem.startswith(CALL_FAILED) for _, problem in problems)
+    where, first = problems[0]
+    return NothingJudged(f"pairwise judging scored nothing: all {n_judgments} judgments were invalid ({failed} "
+                         f"calls failed, {len(problems) - failed} replies not the JSON asked for), so no answer "
+                         f"was preferred; the first: {where}: {' '.join(first.split())}")
+
+
 def judge_pairwise(plan: PairwisePlan, bootstrap: Bootstrap = BOOTSTRAP,
                    progress: Callable[[JudgeReply], None] | None = None) -> dict[str, Any]:
-    """Send the plan's requests (cache first) and build the comparison's `pairwise` section."""
+    """Send the plan's requests (cache first) and build the comparison's `pairwise` section;
+    NothingJudged when every judgment is invalid (nothing was compared)."""
     replies = plan.client.run(plan.requests, progress)
     by_key = {(r.request.example_id, r.request.repeat): _judgment(r) for r in replies}
     groups, pairs = [], []
@@ -165,6 +191,8 @@ def judge_pairwise(plan: PairwisePlan, bootstrap: Bootstrap = BOOTSTRAP,
         pairs.append({"id": i, "question": plan.questions[i], "points_b": points, "preferred": preferred(points),
                       "judgments": judgments})
     summary = repeated_summary(groups, bootstrap.resamples, bootstrap.seed, bootstrap.confidence)
+    if summary["outcomes"]["invalid"] == summary["n_judgments"]:
+        raise _nothing_judged(pairs, summary["n_judgments"])
     settings, template = plan.client.settings, pair_template()
     stats = plan.client.stats.metric(NAME)
     selection = plan.selection

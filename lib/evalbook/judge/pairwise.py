@@ -13,11 +13,15 @@ mapped back to A and B, give the pair's outcome:
 
 The numbers (`pairwise_summary`):
 - B's win rate over A: wins 1, ties and inconsistent pairs 0.5, losses 0, averaged over the
-  valid pairs, with its percentile bootstrap interval (evalbook.stats);
+  valid pairs, with its percentile bootstrap interval (evalbook.stats). None when no valid pair
+  is consistent: every 0.5 is then the slot's doing, the judge's preferences are position bias
+  alone, and their mean, 0.5 with an interval of no width, would read as a certain tie between
+  answers the judge told apart on no question;
 - a two-sided sign test over the decisive pairs only (B wins against A wins; scipy's binomtest);
 - position bias: the share of consistent pairs, and the rate at which the first slot won among
   the decisive single verdicts, with its Wilson interval and a binomial test against 0.5. A
-  judge that always picks the first slot has 0 consistent pairs and a first-slot rate of 1.
+  judge that always picks the first slot has 0 consistent pairs, a first-slot rate of 1 and no
+  win rate.
 With `judge.repeats` r, `pair_requests` asks each order r times, each repeat its own cache
 entry, and `repeated_summary` takes each question's r judgments together: the outcome counts and
 the position bias count every judgment; the win rate and the sign test count each question once,
@@ -124,14 +128,17 @@ def pairwise_summary(pairs: Sequence[Pair], resamples: int = BOOTSTRAP.resamples
 
 def repeated_summary(questions: Sequence[Sequence[Pair]], resamples: int = BOOTSTRAP.resamples,
                      seed: int = BOOTSTRAP.seed, confidence: float = BOOTSTRAP.confidence) -> dict[str, Any]:
-    """The numbers of each question's judgments (one per repeat; see the module's docstring)."""
+    """The numbers of each question's judgments (one per repeat; see the module's docstring).
+    `win_rate_b` is None when no valid judgment is consistent (position bias alone), as when
+    every judgment is invalid."""
     judgments = [pair for repeats in questions for pair in repeats]
     counts = Counter(pair.outcome for pair in judgments)
     valid = [pair for pair in judgments if pair.outcome != "invalid"]
+    consistent = counts["A"] + counts["B"] + counts["tie"]
     by_question = [[POINTS[pair.outcome] for pair in repeats if pair.outcome != "invalid"] for repeats in questions]
     points = [sum(scored) / len(scored) for scored in by_question if scored]
     win_rate = None
-    if points:
+    if consistent:
         low, high = bootstrap_mean_ci(points, resamples=resamples, seed=seed, confidence=confidence)
         win_rate = {"mean": sum(points) / len(points), "low": low, "high": high, "n": len(points)}
     b_wins, a_wins = sum(p > 0.5 for p in points), sum(p < 0.5 for p in points)
@@ -140,7 +147,6 @@ def repeated_summary(questions: Sequence[Sequence[Pair]], resamples: int = BOOTS
                                        "p_value": float(binomtest(b_wins, decisive, 0.5).pvalue)}
     slots = [verdict for pair in valid for verdict in (pair.verdict_ab, pair.verdict_ba) if verdict in ("1", "2")]
     first = slots.count("1")
-    consistent = counts["A"] + counts["B"] + counts["tie"]
     repeated = [{pair.outcome for pair in repeats if pair.outcome != "invalid"} for repeats in questions
                 if sum(pair.outcome != "invalid" for pair in repeats) > 1]
     agreement = None if not repeated else {
