@@ -165,6 +165,20 @@ def test_an_empty_chunk_is_not_sent_and_is_counted_never_judged_irrelevant(confi
     assert summary["context_relevance"]["verdicts"]["empty"] == 2
     gold = summary["context_precision"]["against_gold"]
     assert (gold["n_chunks"], gold["n_chunks_agreeing"]) == (1, 1)
+    assert_matches_the_report_schema(outcome)
+
+
+def assert_matches_the_report_schema(outcome) -> None:
+    """The judge's records and summary as 04_report writes them: each against its part of report-v1.json."""
+    from evalbook.validation import input_validator, report_schema
+
+    schema = report_schema()
+    judge_record = {"$defs": schema["$defs"], **schema["$defs"]["example"]["properties"]["judge"]}
+    summary = {"$defs": schema["$defs"], **schema["properties"]["judge_summary"]}
+    problems = [f"{e.json_path}: {e.message}" for record in outcome.records.values()
+                for e in input_validator(judge_record).iter_errors(record)]
+    problems += [f"summary {e.json_path}: {e.message}" for e in input_validator(summary).iter_errors(outcome.summary)]
+    assert problems == []
 
 
 def test_a_row_whose_chunks_are_all_empty_is_not_scored_with_the_reason_and_costs_no_call(config, tmp_path):
@@ -178,6 +192,7 @@ def test_a_row_whose_chunks_are_all_empty_is_not_scored_with_the_reason_and_cost
         assert (record[name]["score"], record[name]["unscored_reason"]) == (None, ALL_EMPTY)
         summary = outcome.summary["metrics"][name]
         assert summary["n_all_chunks_empty"] == 1 and summary["unscored_reasons"][ALL_EMPTY] == 1
+    assert_matches_the_report_schema(outcome)
 
 
 def test_exact_precision_counts_a_gold_id_retrieved_twice_once_at_its_first_rank(config, tmp_path):
