@@ -22,7 +22,7 @@ from evalbook.runner import RunResult, check_scenario_file
 from evalbook.scenarios.outcomes import pass_summary, with_absent
 from evalbook.scenarios.report import scenarios_section
 from evalbook.scenarios.spec import parse_scenarios
-from evalbook.scenarios.transcripts import TranscriptFileError, read_transcripts
+from evalbook.scenarios.transcripts import IncompleteReplay, TranscriptFileError, read_transcripts
 from evalbook.validation import input_validator, report_schema
 from paths import ROOT
 
@@ -297,26 +297,50 @@ def check_section(section: dict) -> None:
     assert not errors, [e.message for e in errors]
 
 
-def test_the_replay_command_of_an_incomplete_source_does_not_exit_0(tmp_path, monkeypatch, capsys):
+@pytest.mark.slow  # a real run: 01_load, 02_score, 02a_converse, 03_judge and 04_report in kernels
+@pytest.mark.parametrize("command", ["replay", "run"])
+def test_a_replay_of_an_interrupted_run_ends_incomplete_not_succeeded(tmp_path, capsys, command):
+    """The issue's case, through the command line and the runner: a run interrupted after 1 of
+    its 4 conversations, replayed (`replay <run>`, or `run` with scenarios.replay_from in the
+    profile), exits 1, names its report last, and is marked incomplete: never a latest run."""
+    from evalbook.runs import latest_reports, read_run
+
     source = interrupted_source(tmp_path)
-    outcome = replayed(tmp_path, source)
-    section = scenarios_section(outcome.scenarios, outcome.transcripts, outcome.summary,
-                                {"status": "not_run", "reason": "r"})
+    profile = replay_profile(tmp_path, source)
+    values = yaml.safe_load(profile.read_text("utf-8"))
+    values["judge"]["enabled"] = False  # nothing to call: the transcripts are read, not judged
+    profile.write_text(yaml.safe_dump(values), "utf-8")
+    args = ["replay", str(source), "--params", str(profile)] if command == "replay" else ["run", "--params", str(profile)]
+    code = main(args)
+    printed = capsys.readouterr()
+    assert code == 1, printed.err[-3000:]
+    assert "replay incomplete" in printed.err and "1 of the 4 conversations" in printed.err
+    assert "scenario 'batteries': no transcript of repeats 0 and 1" in printed.err
+    report = Path(printed.out.strip().splitlines()[-1])  # the report is written, and named last
+    section = json.loads(report.read_text("utf-8"))["scenarios"]
+    assert [m["scenario_id"] for m in section["missing"]] == ["glass", "batteries"]
+    run = read_run(report.parent / report.stem)
+    assert run.status == "incomplete" and "1 of the 4 conversations" in run.reason
+    assert json.loads((run.run_dir / "run.json").read_text("utf-8"))["report"] == str(report)
+    assert latest_reports(tmp_path / "outputs", run.env, 5) == []  # not a run to compare against
+    index = (tmp_path / "outputs" / "index.html").read_text("utf-8")
+    assert 'class="status incomplete">incomplete<' in index
+
+
+def test_the_command_names_the_report_of_an_incomplete_run_then_exits_1(tmp_path, monkeypatch, capsys):
     report = tmp_path / "report.json"
-    report.write_text(json.dumps({"scenarios": section}), "utf-8")
+    report.write_text("{}", "utf-8")
 
     def ran(params, overrides):
-        assert f"scenarios.replay_from={source}" in overrides
-        return RunResult("id", tmp_path / "run", report, report_location=str(report))
+        incomplete = IncompleteReplay("1 of the 4 conversations had a transcript")
+        incomplete.result = RunResult("id", tmp_path / "run", report, report_location=str(report))
+        raise incomplete
 
     monkeypatch.setattr("evalbook.runner.run_pipeline", ran)
-    code = main(["replay", str(source), "--params", str(replay_profile(tmp_path, source))])
+    assert main(["run", "--params", str(ROOT / "params" / "default.yaml")]) == 1
     printed = capsys.readouterr()
-    assert code == 1
-    assert printed.out.strip().splitlines()[-1] == str(report)  # the report is written, and named last
-    assert "replay incomplete" in printed.err
-    assert "1 of the 4 conversations" in printed.err and "run source ended interrupted" in printed.err
-    assert "scenario 'batteries': no transcript of repeats 0 and 1" in printed.err
+    assert printed.out.strip().splitlines()[-1] == str(report)
+    assert "replay incomplete" in printed.err and "1 of the 4 conversations" in printed.err
 
 
 def test_the_replay_command_of_a_complete_source_exits_0(tmp_path, monkeypatch, capsys):

@@ -44,10 +44,19 @@ GATE_FAILED = 3  # compare's exit code when a --fail-on rule failed
 
 
 def _run(args: argparse.Namespace) -> int:
+    """A run of the profile. One whose report lists what it left out (a replay of an
+    interrupted run) ends "incomplete": its folder and report are named, then the command
+    exits 1 (IncompleteReplay)."""
     # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
     from evalbook.runner import run_pipeline
+    from evalbook.scenarios.transcripts import IncompleteReplay
 
-    _print_run(run_pipeline(args.params, args.overrides))
+    try:
+        result = run_pipeline(args.params, args.overrides)
+    except IncompleteReplay as incomplete:
+        _print_run(incomplete.result)
+        raise
+    _print_run(result)
     return 0
 
 
@@ -68,21 +77,15 @@ def _replay(args: argparse.Namespace) -> int:
     """A new run of the profile whose 02a_converse reads the named run's transcripts instead of
     simulating: the same conversations judged again (by the profile's judge, which may differ).
     When the transcripts lack some of the scenario file's conversations (the run was interrupted),
-    the report lists them and the command exits 1 (IncompleteReplay) after naming the report."""
+    the run ends "incomplete", as `run` does (exit 1, after naming the report)."""
     # here, not at the top: a Ctrl-C during evalbook's imports then ends in one line
     from evalbook.params import load_profile, local_outputs_root, parse_overrides
-    from evalbook.runner import run_pipeline
     from evalbook.runs import find_run_folder
-    from evalbook.scenarios.transcripts import incomplete_replay
 
     profile = load_profile(args.params, parse_overrides(args.overrides), override_root=Path.cwd())
     folder = find_run_folder(local_outputs_root(profile), args.run)
-    result = run_pipeline(args.params, [*args.overrides, "scenarios.enabled=true", f"scenarios.replay_from={folder}"])
-    _print_run(result)
-    incomplete = incomplete_replay(json.loads(result.report_path.read_text("utf-8")).get("scenarios"))
-    if incomplete is not None:
-        raise incomplete
-    return 0
+    args.overrides = [*args.overrides, "scenarios.enabled=true", f"scenarios.replay_from={folder}"]
+    return _run(args)
 
 
 def _compare(args: argparse.Namespace) -> int:

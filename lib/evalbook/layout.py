@@ -76,6 +76,9 @@ PARAMS_FILE = "params.yaml"  # the resolved profile the stages read
 RUN_JSON = "run.json"  # how the run ended (evalbook.runs.RunJson), written last
 RUNNING_MARKER = "RUNNING"  # while the runner works on the folder (evalbook.runs.running_marker)
 FAILED_MARKER = "FAILED"  # the error, when a stage failed
+# what a run whose stages all ran left out (a replay of an interrupted run's transcripts): its
+# report says what it holds, and its status is "incomplete", never "succeeded"
+INCOMPLETE_MARKER = "INCOMPLETE"
 # when a finished run's upload to a remote outputs root was refused (also in a comparison's or
 # calibration's folder)
 NOT_UPLOADED_MARKER = "NOT_UPLOADED"

@@ -43,12 +43,12 @@ from evalbook.execution import NOTEBOOKS, execute_stage, mark_not_tracked, mark_
 from evalbook.files import write_new
 from evalbook.interrupts import RunInterrupted, interrupts_raised, signals_held
 from evalbook.load import LoadError, metadata_column_names
-from evalbook.layout import (ALL_STAGES, CONVERSE_STAGE, FAILED_MARKER, GENERATE_STAGE, HEADLINE_FILE, PROVENANCE, REPORT_STAGE, RUNNING_MARKER, existing_run, params_file,
+from evalbook.layout import (ALL_STAGES, CONVERSE_STAGE, FAILED_MARKER, INCOMPLETE_MARKER, GENERATE_STAGE, HEADLINE_FILE, PROVENANCE, REPORT_STAGE, RUNNING_MARKER, existing_run, params_file,
                              report_path, run_folder, run_json)
 from evalbook.params import (ParamsError, Profile, check_input_files, is_remote, load_profile, local_outputs_root,
                              parse_overrides, resolve_path, resolved_values)
 from evalbook.scenarios.spec import load_scenarios
-from evalbook.scenarios.transcripts import read_replay_source, replay_path
+from evalbook.scenarios.transcripts import IncompleteReplay, incomplete_replay, read_replay_source, replay_path
 from evalbook.provenance import run_provenance
 from evalbook.publish import tracking
 from evalbook.publish.summary import page_links, run_summary_md, write_summary
@@ -296,14 +296,17 @@ def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
     status = "failed" if failure else "succeeded"
     if failure is None and not plan.report_path.exists():
         status, failure = "failed", f"every stage ran but no report was written at {plan.report_path}"
+    incomplete = _incomplete(plan.report_path) if failure is None else None
     try:
         with signals_held():
             if failure is None:
                 failure = _write_run_summary(result, log)
-                status = "failed" if failure else status
+                status = "failed" if failure else ("incomplete" if incomplete is not None else status)
             _close_run(plan, result, provenance, status, failure, log=log)
+            if status == "incomplete":
+                write_new(plan.run_dir / INCOMPLETE_MARKER, (str(incomplete) + "\n").encode("utf-8"))
             rebuild_index(plan.local_root, log)
-        not_tracked = track_run(plan, result, log) if failure is None else None
+        not_tracked = track_run(plan, result, log) if status == "succeeded" else None
         if is_remote(plan.profile["outputs_root"]):
             publish(result, plan.local_root, plan.profile["outputs_root"], log)
         if not_tracked is not None:
@@ -315,7 +318,19 @@ def _execute_plan(plan: PlannedRun, log: TextIO) -> RunResult:
                              f"{plan.run_dir} when {interrupted.signal_name} arrived{unpublished}") from None
     if failure:
         raise RunFailed(failure)
+    if status == "incomplete":
+        incomplete.result = result
+        raise incomplete
     return result
+
+
+def _incomplete(report: Path) -> IncompleteReplay | None:
+    """What a finished run's report says it left out (a replay of an interrupted run), else None."""
+    try:
+        section = json.loads(report.read_text("utf-8")).get("scenarios")
+    except (OSError, ValueError):
+        return None  # the summary's writing names an unreadable report
+    return incomplete_replay(section)
 
 
 def _stage_pages(result: RunResult) -> list[tuple[str, str | None]]:
@@ -355,7 +370,7 @@ def _close_run(plan: PlannedRun, result: RunResult, provenance: dict[str, Any], 
     """Write run.json (and FAILED with the failure) and the headline, then remove RUNNING."""
     summary = RunJson(run_id=plan.run_id, status=status, started_at=plan.started,
                       finished_at=datetime.now(timezone.utc),
-                      report=str(plan.report_path) if status == "succeeded" else None,
+                      report=str(plan.report_path) if status in ("succeeded", "incomplete") else None,
                       stages=result.stages, provenance=provenance, interrupted=interrupted)
     write_new(run_json(plan.run_dir), summary.to_json())
     if failure:

@@ -3,7 +3,8 @@
 A run folder (evalbook.layout says where) holds, besides the stages' files:
 - `RUNNING` while the runner works on it, naming the runner's pid, host and process start time
   (`running_marker`), so that a reader can tell a live run from a crashed one (`marker_state`);
-- `run.json` once the run has ended, with its status ("succeeded", "failed", "interrupted");
+- `run.json` once the run has ended, with its status ("succeeded", "failed", "interrupted", or
+  "incomplete": every stage ran, and its report lists what the run left out, INCOMPLETE says why);
 - `FAILED`, the error, when a stage failed;
 - `NOT_UPLOADED` when a finished run's upload to a remote outputs root was refused (also in a
   comparison's or calibration's folder);
@@ -29,7 +30,7 @@ from typing import Any
 import psutil
 
 from evalbook.errors import RunFailed, UnusableInput
-from evalbook.layout import (FAILED_MARKER, HEADLINE_FILE, MIN_PREFIX, NOT_TRACKED_MARKER, NOT_UPLOADED_MARKER, PARAMS_FILE, RUN_JSON, RUNNING_MARKER,
+from evalbook.layout import (FAILED_MARKER, HEADLINE_FILE, INCOMPLETE_MARKER, MIN_PREFIX, NOT_TRACKED_MARKER, NOT_UPLOADED_MARKER, PARAMS_FILE, RUN_JSON, RUNNING_MARKER,
                              RUNS_DIR, report_path, run_env, run_folders, run_json, run_paths, run_pattern)
 from evalbook.storage import is_remote
 # the statuses of a run folder without run.json, and of one whose run.json or report is not JSON
@@ -243,6 +244,9 @@ def _status(run_dir: Path, summary: RunJson | None, problem: str | None) -> tupl
         return (UNREADABLE, problem) if problem is not None else marker_state(run_dir)
     if summary.status in ("failed", "interrupted"):
         return summary.status, _failure_reason(run_dir, summary)
+    if summary.status == "incomplete":
+        marker = run_dir / INCOMPLETE_MARKER
+        return summary.status, marker.read_text("utf-8", errors="replace").strip() if marker.is_file() else None
     report_file = report_path(run_dir)
     if summary.status == "succeeded" and not report_file.is_file():
         return summary.status, f"the report {report_file.name} is missing"

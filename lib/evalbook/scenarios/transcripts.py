@@ -54,7 +54,10 @@ class TranscriptFileError(UnusableInput, ValueError):
 
 class IncompleteReplay(EvalbookError, RuntimeError):
     """A replay whose file lacked some of the scenario file's conversations: its report lists
-    them, and the command exits 1 rather than pass it as complete."""
+    them, the run ends "incomplete" (never "succeeded"), and the command exits 1. The runner
+    sets `result` (its RunResult) so that the command can still name the run's report."""
+
+    result = None
 
     def heading(self, command: str) -> str | None:
         return "replay incomplete"

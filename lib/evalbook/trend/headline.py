@@ -136,7 +136,8 @@ def ensure_headline(record: RunRecord) -> dict[str, Any] | None:
     ended (no run.json) or whose report cannot be read."""
     if record.headline is not None:
         return record.headline
-    ended = record.status in ("failed", "interrupted") or (record.status == "succeeded" and record.report_data)
+    ended = record.status in ("failed", "interrupted") or (record.status in ("succeeded", "incomplete")
+                                                           and record.report_data)
     if record.summary is None or not ended:
         return None
     try:
