@@ -93,6 +93,24 @@ def test_the_page_says_a_first_slot_judges_preferences_are_position_bias_alone(t
     assert "win rate is" not in words and "[0.500, 0.500]" not in words
 
 
+def test_summary_md_and_the_figure_say_a_first_slot_judges_preferences_are_position_bias_alone(tmp_path, config):
+    """summary.md said 'No pair could be judged: every reply was invalid or failed (0 invalid)', and
+    the figure was left out, where the position bias is all there is to show."""
+    from evalbook.compare.figures import position_bias_figure
+    from evalbook.publish.summary import comparison_summary_md
+    from test_compare import compare, make_report, seeded_scores
+
+    section, _, _ = judged(tmp_path, config, first_slot)
+    scores = seeded_scores(12)
+    baseline, candidate = make_report(scores), make_report(scores, tag="cand")
+    summary = comparison_summary_md({**compare(baseline, candidate), "pairwise": section}, baseline, candidate, [])
+    assert f"on all {len(IDS)} judgments the two orders disagreed" in summary and "position bias alone" in summary
+    assert "every reply was invalid" not in summary and "the answer shown first won 1.000" in summary
+    figure = position_bias_figure(section)
+    assert [label.get_text() for label in figure.axes[0].get_yticklabels()] == [
+        "orders agree (0 consistent)", f"first slot wins ({2 * len(IDS)} verdicts)"]
+
+
 def test_the_page_says_when_the_win_rates_interval_has_no_width(tmp_path, config):
     section, _, _ = judged(tmp_path, config, marker)
     words = page_words(section)

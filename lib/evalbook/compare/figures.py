@@ -70,14 +70,16 @@ def delta_figure(deltas: pd.DataFrame, k: int | None = None) -> Figure | None:
 def position_bias_figure(section: dict | None) -> Figure | None:
     """compare --pairwise at a glance: the candidate's win rate with its bootstrap interval, the
     share of judgments whose two orders agreed and the first slot's win rate, each with its
-    Wilson interval, on one 0-1 axis with 0.5 marked (no preference, no position bias). None
-    without a pairwise section or any valid judgment."""
-    if not section or section["win_rate_b"] is None:
+    Wilson interval, on one 0-1 axis with 0.5 marked (no preference, no position bias). Without a
+    win rate (no question decided consistently) the two position-bias rows alone, which then say
+    the most. None without a pairwise section or any judgment with a valid reply in both orders."""
+    if not section or section["position_bias"].get("consistency") is None:
         return None
     bias, win = section["position_bias"], section["win_rate_b"]
-    rows = [(f"candidate's win rate ({win['n']} questions)", win["mean"], (win["low"], win["high"])),
-            (f"orders agree ({bias['n_consistent']} consistent)", bias["consistency"],
-             (bias["consistency_interval"]["low"], bias["consistency_interval"]["high"]))]
+    rows = [] if win is None else [(f"candidate's win rate ({win['n']} questions)", win["mean"],
+                                    (win["low"], win["high"]))]
+    rows.append((f"orders agree ({bias['n_consistent']} consistent)", bias["consistency"],
+                 (bias["consistency_interval"]["low"], bias["consistency_interval"]["high"])))
     if bias["first_slot_rate"] is not None:
         rows.append((f"first slot wins ({bias['n_decisive_verdicts']} verdicts)", bias["first_slot_rate"],
                      (bias["first_slot_interval"]["low"], bias["first_slot_interval"]["high"])))
