@@ -366,3 +366,10 @@ def test_the_pre_flight_notes_an_incomplete_source_and_lets_it_run(tmp_path):
                            f"1 of the 4 conversations have a transcript in {source / 'transcripts.jsonl'} "
                            "(run source ended interrupted: interrupted by SIGINT during 02a_converse)")
     assert "scenario 'batteries': no transcript of repeats 0 and 1" in note
+
+
+def test_an_incomplete_run_has_ended():
+    from evalbook.scenarios.transcripts import run_state
+
+    assert run_state({"run": "x", "status": "incomplete", "reason": "1 of 4"}) == "run x ended incomplete: 1 of 4"
+    assert run_state({"run": "x", "status": "running", "reason": None}) == "run x has not ended (running)"

@@ -43,7 +43,7 @@ FIELDS = ("scenario_id", "repeat", "seed", "turns", "end_reason", "end_detail", 
 SHOWN_PROBLEMS = 20
 SHOWN_VALUE = 80  # characters of a refused value shown in a message
 SHOWN_REASON = 200  # characters of the source run's failure shown beside what it lacks
-ENDED = ("succeeded", "failed", "interrupted")  # the statuses of a run that ended (evalbook.runs)
+ENDED = ("succeeded", "failed", "interrupted", "incomplete")  # the statuses of a run that ended (evalbook.runs)
 TYPE_WORDS = {"integer": "a whole number", "string": "text", "array": "a list", "object": "an object",
               "null": "null"}
 
