@@ -188,3 +188,13 @@ def test_semantic_and_schema_problems_are_listed_together_in_numeric_order(tmp_p
     assert "field 'assertions.0.grounded.turn' is 5, past max_turns 2" in lines[3]
     assert "field 'opening' is missing" in lines[4]
     assert not any("oneOf" in line or "'type'" in line for line in lines)
+
+
+def test_a_scenario_file_nested_100000_levels_deep_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "scenarios.yaml"
+    path.write_text("version: 1\nscenarios: " + "[" * 100_000 + "]" * 100_000 + "\n", "utf-8")
+    with pytest.raises(ScenarioFileError) as caught:
+        load_scenarios(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: not valid YAML: line 2, column ") and "nested more than" in message
+    assert len(message.splitlines()) == 1
