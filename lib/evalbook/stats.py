@@ -247,3 +247,14 @@ def mean_interval(values: Iterable[Any], *, resamples: int, seed: int, confidenc
     low, high = bootstrap_mean_ci(present, resamples=resamples, seed=seed, confidence=confidence)
     return {"mean": float(present.mean()), "low": low, "high": high, "n": int(present.size),
             "n_missing": missing}
+
+
+def wilson_interval(passed: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """The Wilson score interval of the rate passed / n (scipy's binomtest(...).proportion_ci):
+    it stays inside [0, 1] and is honest at small n; None when n is 0 (no rate to bound)."""
+    if n == 0:
+        return None
+    from scipy.stats import binomtest  # here: stats is read by the command line, scipy takes a while
+
+    interval = binomtest(passed, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)

@@ -13,17 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from scipy.stats import binomtest
+from evalbook.stats import wilson_interval
 
 CONFIDENCE = 0.95
-
-
-def wilson_interval(passed: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
-    """The Wilson score interval of passed / n; None when nothing was judged."""
-    if n == 0:
-        return None
-    interval = binomtest(passed, n).proportion_ci(confidence_level=confidence, method="wilson")
-    return float(interval.low), float(interval.high)
 
 
 def pass_summary(verdicts: Sequence[bool | None], confidence: float = CONFIDENCE) -> dict[str, Any]:
