@@ -1,0 +1,176 @@
+"""Names for the fact check: capitalised spans, by rules (no model).
+
+A name is a run of capitalised words ("Gustave Eiffel", "Bank of England", "AT&T", "U.S."),
+without the function words that may lead it ("In Paris" is Paris) and never across a sentence's
+end. The first word of a sentence alone is no name ("Spiders have eight legs"), unless the row
+writes it capitalised inside a sentence too. Names are compared as lower-case words without
+punctuation or a possessive 's, and one holds another when its words stand together in the other
+text, when either's words are all in the other ("Dr. Smith" and "Smith"), or when one is the
+other's initials ("US" and "United States").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from evalbook.checks.found import Found, Scan
+
+CAPITAL_WORD = r"(?:[A-ZÀ-ÖØ-Þ][\w'’&.\-]*|[a-z]+[A-Z][\w'’&.\-]*)"
+CONNECTORS = {"of", "the", "de", "du", "da", "di", "del", "della", "der", "den", "van", "von", "la", "le", "al",
+              "bin", "ibn", "&", "and"}
+SPAN = re.compile(rf"{CAPITAL_WORD}(?:[ \t]+(?:(?:of|of the|de|du|da|di|del|della|der|den|van|von|la|le|al"
+                  rf"|bin|ibn|&)[ \t]+)?{CAPITAL_WORD})*")
+CHUNK = re.compile(r"\S+")
+TITLES = {"dr", "mr", "mrs", "ms", "prof", "st", "sr", "jr", "mt", "gen", "col", "capt", "lt", "sgt", "rev",
+          "hon", "gov", "sen", "rep", "pres", "no", "vs", "inc", "ltd", "co", "corp", "jan", "feb", "mar", "apr",
+          "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"}
+# capitalised words that lead or end a span without being part of a name
+STOPWORDS = set("""a an the in on at of for and but or nor to from with by into onto upon about as this that these
+those it its it's he she they we you i i'm i've i'd his her their our your my me him them us if when while after
+before since during yes no not there here what which who whom whose where why how some many most all each every
+both either neither also however although though so then thus therefore hence according because unlike like is
+are was were be been being do does did can could should would will may might must shall overall today yesterday
+tomorrow currently generally typically usually finally first second third additionally furthermore moreover
+meanwhile instead otherwise other another such any several few more less only just even still yet once please
+note see answer question example examples based given let here's there's what's that's it’s i’m""".split())
+SKIPPED_BEFORE = set(" \t\r\"'“”‘’([{*•·–—-#>|\x00")
+POSSESSIVE = re.compile(r"['’]s\b")
+PUNCTUATION = str.maketrans("", "", ".'’")
+WORD = re.compile(r"[^\W_]+(?:&[^\W_]+)*")
+
+
+def normal_words(text: str) -> list[str]:
+    """The words of a name or a text as compared: no possessive 's, no dots or apostrophes
+    ("U.S." is US, "O'Brien's" is OBrien), case kept."""
+    return WORD.findall(POSSESSIVE.sub("", text).translate(PUNCTUATION))
+
+
+def abbreviation(word: str) -> bool:
+    """Whether a word ending in "." is an abbreviation rather than a sentence's end."""
+    bare = word.rstrip(".").lower()
+    return bare in TITLES or "." in bare or (len(bare) == 1 and bare.isalpha())
+
+
+def sentence_start(text: str, position: int) -> bool:
+    """Whether a sentence (or a line, a heading, a list item) starts at `position`."""
+    index = position - 1
+    while index >= 0 and text[index] in SKIPPED_BEFORE:
+        index -= 1
+    if index < 0:
+        return True
+    char = text[index]
+    if char in "\n!?…":
+        return True
+    if char == ".":
+        begin = index
+        while begin > 0 and not text[begin - 1].isspace():
+            begin -= 1
+        return not abbreviation(text[begin:index + 1])
+    return False
+
+
+def name(text: str, start: int, end: int) -> Found:
+    words = normal_words(text[start:end])
+    value = ("name", " ".join(words).lower())
+    return Found("name", value, start, end, frozenset({value}), frozenset({value}), "name",
+                 (tuple(word.lower() for word in words), " ".join(words)))
+
+
+def scan_names(scan: Scan) -> tuple[list[Found], list[Found]]:
+    """The names of a text and, apart, the single capitalised words that start a sentence
+    (names only if the row uses them as names elsewhere)."""
+    text, masked = scan.text, scan.masked()
+    names: list[Found] = []
+    initials: list[Found] = []
+    for match in SPAN.finditer(masked):
+        run: list[tuple[int, int]] = []
+        for chunk in CHUNK.finditer(match.group()):
+            start, end = match.start() + chunk.start(), match.start() + chunk.end()
+            word = chunk.group()
+            ends_sentence = word.endswith(".") and not abbreviation(word)
+            trailing = "'’-" if word.endswith(".") and not ends_sentence else ".'’-"
+            while end > start and text[end - 1] in trailing:
+                end -= 1
+            if end > start:
+                run.append((start, end))
+            if ends_sentence:
+                _close(text, run, names, initials)
+                run = []
+        _close(text, run, names, initials)
+    known = {word for found in names for word in found.extra[0]}
+    return names, [found for found in initials if not _promote(found, known, names)]
+
+
+def _promote(found: Found, known: set, names: list) -> bool:
+    if found.extra[0][0] in known:
+        names.append(found)
+        return True
+    return False
+
+
+def _close(text: str, run: list, names: list, initials: list) -> None:
+    """One run of capitalised words as a name, without leading or trailing function words."""
+    def plain(span):
+        return text[span[0]:span[1]].rstrip(".").lower()
+
+    dropped = 0
+    while run and (plain(run[0]) in STOPWORDS or plain(run[0]) in CONNECTORS):
+        run = run[1:]
+        dropped += 1
+    while run and (plain(run[-1]) in STOPWORDS or plain(run[-1]) in CONNECTORS):
+        run = run[:-1]
+    if not run or not normal_words(text[run[0][0]:run[-1][1]]):
+        return
+    found = name(text, run[0][0], run[-1][1])
+    if len(run) == 1 and not dropped and sentence_start(text, run[0][0]):
+        initials.append(found)
+    else:
+        names.append(found)
+
+
+def capitalised_inside_a_sentence(word: str, text: str) -> bool:
+    """Whether `text` writes `word` capitalised somewhere other than at a sentence's start."""
+    for match in re.finditer(rf"(?<![\w'’]){re.escape(word)}(?![\w])", text):
+        if not sentence_start(text, match.start()):
+            return True
+    return False
+
+
+def streams(text: str) -> tuple[str, str]:
+    """A text's words as compared, in order, with their case and in lower case, each word with a
+    space either side, for finding a name's words together."""
+    words = " ".join(normal_words(text))
+    return f" {words} ", f" {words.lower()} "
+
+
+def initials_of(words: tuple[str, ...]) -> str:
+    return "".join(word[0] for word in words if word not in CONNECTORS)
+
+
+def held_name(found: Found, names: list[Found], text_streams: Callable[[], tuple[str, str]]) -> bool:
+    """Whether a text holds the name: its words together there (a short one in its own case: "US"
+    is not "us"), one of the text's `names` whose words are all in it or hold all of it, or the
+    initials of one."""
+    words, cased = found.extra
+    joined = " ".join(words)
+    with_case, lower = text_streams()
+    if len(words) == 1 and len(joined) <= 3:
+        if f" {cased} " in with_case:
+            return True
+    elif f" {joined} " in lower:
+        return True
+    mine = set(words) - TITLES
+    for other in names:
+        theirs = set(other.extra[0]) - TITLES
+        if theirs and mine and (theirs <= mine or mine <= theirs):
+            return True
+    acronym = len(words) == 1 and cased.isupper() and 2 <= len(cased) <= 6
+    for other in names:
+        other_words, other_cased = other.extra
+        if acronym and len(other_words) > 1 and initials_of(other_words) == joined:
+            return True
+        if (len(other_words) == 1 and other_cased.isupper() and len(words) > 1
+                and initials_of(words) == other_words[0]):
+            return True
+    return False
