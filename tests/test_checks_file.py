@@ -133,7 +133,8 @@ def test_an_embedded_schema_that_is_not_json_schema_is_refused(tmp_path):
     assert "entry 1 ('a'): field 'json.schema' is not a JSON Schema (at type): 'strin' is not valid" in message
     assert "entry 2 ('b'): field 'json.schema' is not a JSON Schema (at properties/x/pattern): '([' is not a 'regex'" \
         in message
-    assert "entry 3 ('c'): field 'json.schema' is [1]; a schema is a JSON Schema: an object, or true or false" in message
+    assert ("entry 3 ('c'): field 'json.schema' is [1]; a schema is a JSON Schema: an object, or true or false"
+            in message)
     assert "entry 4 ('d'): field 'json' is False; it is true (the answer parses as JSON) or {schema: ...}" in message
 
 
@@ -221,6 +222,7 @@ def test_the_file_itself(tmp_path):
         refusal(tmp_path, "version: 1\nchecks: []\n")
     assert "the file: it must be a mapping with 'version' and 'checks'" in refusal(tmp_path, "- contains: x\n")
     assert "the file: it must be a mapping with 'version' and 'checks'" in refusal(tmp_path, "")
+    assert "entry 1 ('a'): unknown field '1'; the checks are" in refusal(tmp_path, entries("  - {name: a, 1: x}"))
     with pytest.raises(ChecksFileError, match="cannot read the checks file"):
         load_checks_file(tmp_path / "missing.yaml")
     (tmp_path / "latin1.yaml").write_bytes("version: 1\nchecks: [{name: a, contains: caf\xe9}]\n".encode("latin-1"))
@@ -363,7 +365,8 @@ def test_bad_check_cells_are_refused_naming_the_column_and_the_row():
 
 def test_rows_are_numbered_from_one_without_a_row_column():
     table = pd.DataFrame({"id": ["a", "b"], "check_max_words": [None, -1]}, dtype=object)
-    with pytest.raises(CheckColumnsError, match=r"column 'check_max_words', row 2 \(id 'b'\): the cell is -1; it must be a whole number from 0"):
+    with pytest.raises(CheckColumnsError,
+                       match=r"column 'check_max_words', row 2 \(id 'b'\): the cell is -1; it must be a whole number"):
         assertions_from_columns(table, origin="data.jsonl")
 
 

@@ -191,7 +191,7 @@ def _schema_problem(error, path: list[Any], entry_of: Callable[[int], _Entry]) -
         return f"{where.place}: {where.subject('.'.join(filter(None, [field, missing[0]])))} is missing"
     if error.validator == "additionalProperties":
         allowed = list(error.schema.get("properties", {}))
-        unknown = sorted(key for key in instance if key not in allowed)
+        unknown = sorted(str(key) for key in instance if key not in allowed)  # YAML keys may be numbers
         prefix = f"{field}." if field else ""
         more = f" (and {unknown[1:]})" if unknown[1:] else ""
         if in_entry and not field:
@@ -307,7 +307,8 @@ def _problems(document: Any, entry_of: Callable[[int], _Entry]) -> list[tuple[tu
     for position, entry in enumerate(entries if isinstance(entries, list) else []):
         where = entry_of(position)
         for field, text in _entry_problems(entry):
-            problems.append((_order(["checks", position, *field.split(".")]), f"{where.place}: {where.subject(field)}{text}"))
+            problems.append((_order(["checks", position, *field.split(".")]),
+                             f"{where.place}: {where.subject(field)}{text}"))
         name = entry.get("name") if isinstance(entry, dict) else None
         if isinstance(name, str):
             if name in first_of:
@@ -463,7 +464,8 @@ def check_against_data(assertions: Sequence[Assertion], ids: Iterable[Any], meta
             problems.setdefault(head + text, in_file)
 
         if in_file and assertion.ids is not None:
-            missing = _missing_ids(assertion.ids, known_ids, ("an id of the evaluation set", "ids of the evaluation set"))
+            missing = _missing_ids(assertion.ids, known_ids,
+                                   ("an id of the evaluation set", "ids of the evaluation set"))
             if missing:
                 add("ids", missing)
         for column, value in assertion.metadata:
