@@ -287,6 +287,21 @@ def test_a_metadata_value_of_another_type_matches_no_row(tmp_path):
                            origin="checks.yaml", metadata_values={"tier": [1, 2]})
 
 
+def test_a_file_check_is_not_named_as_a_column_or_one_of_evalbooks_checks(tmp_path):
+    checks = load_checks_file(write(tmp_path, entries(
+        "  - name: facts", "    contains: x", "  - name: check_contains", "    contains: y", "    turn: last",
+        "  - name: mine", "    contains: z")))
+    columns = assertions_from_columns(pd.DataFrame({"id": ["s01"], "check_contains": ["x"]}), origin="data.csv")
+    with pytest.raises(ChecksFileError) as caught:
+        check_against_data(checks + columns["s01"], ids=["s01"], metadata_columns=[], has_latency=False,
+                           has_cost=False, origin="checks.yaml", builtin_names={"facts"})
+    message = str(caught.value)
+    assert "entry 1 ('facts'): field 'name': 'facts' names one of evalbook's own checks" in message
+    assert ("entry 2 ('check_contains'): field 'name': 'check_contains' is also a check column of the evaluation "
+            "set; give this check another name") in message
+    assert "mine" not in message and message.count("  - ") == 2
+
+
 def test_scenario_checks_are_checked_against_the_scenario_file(tmp_path):
     checks = load_checks_file(write(tmp_path, entries(
         "  - name: row-check", "    contains: x",

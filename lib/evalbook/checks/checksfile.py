@@ -444,25 +444,36 @@ def _raise(origin: str, problems: dict[str, bool]) -> None:
 
 def check_against_data(assertions: Sequence[Assertion], ids: Iterable[Any], metadata_columns: Iterable[str],
                        has_latency: bool, has_cost: bool, origin: str, *,
-                       metadata_values: Mapping[str, Iterable[Any]] | None = None) -> None:
+                       metadata_values: Mapping[str, Iterable[Any]] | None = None,
+                       builtin_names: Collection[str] = ()) -> None:
     """Refuse (ChecksFileError, or CheckColumnsError for checks from columns) every row check that
     the loaded data cannot serve: an id listed that is not an example's (matched exactly, as
     predictions are), a metadata column it has not, a metadata value no row holds (when
     `metadata_values`, each column's values over the rows, are given), a latency limit in a run
     that did not generate its answers, a cost limit in one that recorded no cost. `ids` are the
-    ids of the whole evaluation set, before `limit`. Scenario checks are check_against_scenarios'."""
+    ids of the whole evaluation set, before `limit`. Scenario checks are check_against_scenarios'.
+
+    Given the file's and the columns' assertions together, a file check named as a check column
+    is refused, and one named as one of evalbook's own checks (`builtin_names`, such as the fact
+    check's), since a run's summary holds one entry per name."""
     known_ids = {str(identifier) for identifier in ids}
     columns = list(metadata_columns)
+    column_checks = {assertion.name for assertion in assertions if assertion.column is not None}
     problems: dict[str, bool] = {}
     for assertion in assertions:
-        if assertion.turn is not None:
-            continue
         in_file = assertion.column is None
 
         def add(field: str, text: str) -> None:
             head = f"{assertion.place}: field {field!r}" if in_file else f"column {assertion.column!r}"
             problems.setdefault(head + text, in_file)
 
+        if in_file and assertion.name in builtin_names:
+            add("name", f": {assertion.name!r} names one of evalbook's own checks; give this check another name")
+        if in_file and assertion.name in column_checks:
+            add("name", f": {assertion.name!r} is also a check column of the evaluation set; give this check "
+                        "another name")
+        if assertion.turn is not None:
+            continue
         if in_file and assertion.ids is not None:
             missing = _missing_ids(assertion.ids, known_ids,
                                    ("an id of the evaluation set", "ids of the evaluation set"))
