@@ -81,32 +81,38 @@ def date(readings: list[tuple], start: int, end: int) -> Found:
     return _found("date", ("date", *readings[0]), start, end, needs, provides, "date")
 
 
+MONTH_LEX = frozenset(MONTHS) | frozenset(MONTH_ABBREVIATIONS)
+ERA_WORDS = ("BC", "AD", "CE", "B.C", "A.D")
+
+
 def scan_dates(scan: Scan) -> None:
-    for match in scan.free_matches(ISO_DATE):
+    digits = scan.digit_starts()
+    months = scan.word_starts(MONTH_LEX)
+    for match in scan.anchored(ISO_DATE, digits):
         year, month, day = int(match["year"]), int(match["month"]), int(match["day"])
         if valid(year, month, day):
             scan.add(date([(year, month, day)], match.start(), match.end()))
-    for match in scan.free_matches(NUMERIC_DATE):
+    for match in scan.anchored(NUMERIC_DATE, digits):
         first, second, year = int(match["first"]), int(match["second"]), int(match["year"])
         readings = [reading for reading in ((year, second, first), (year, first, second)) if valid(*reading)]
         if readings:
             scan.add(date(list(dict.fromkeys(readings)), match.start(), match.end()))
-    for pattern in (DAY_MONTH_YEAR, MONTH_DAY_YEAR):
-        for match in scan.free_matches(pattern):
+    for pattern, starts in ((DAY_MONTH_YEAR, digits), (MONTH_DAY_YEAR, months)):
+        for match in scan.anchored(pattern, starts if months else ()):
             reading = (int(match["year"]), month_number(match["month"]), int(match["day"]))
             if valid(*reading):
                 scan.add(date([reading], match.start(), match.end()))
-    for pattern in (DAY_MONTH, MONTH_DAY):
-        for match in scan.free_matches(pattern):
+    for pattern, starts in ((DAY_MONTH, digits), (MONTH_DAY, months)):
+        for match in scan.anchored(pattern, starts if months else ()):
             reading = (None, month_number(match["month"]), int(match["day"]))
             if valid(*reading):
                 scan.add(date([reading], match.start(), match.end()))
-    for match in scan.free_matches(MONTH_YEAR):
+    for match in scan.anchored(MONTH_YEAR, months):
         scan.add(date([(int(match["year"]), month_number(match["month"]), None)], match.start(), match.end()))
-    for match in scan.free_matches(DECADE):
+    for match in scan.anchored(DECADE, digits):
         key = ("decade", int(match["decade"]))
         scan.add(_found("year", key, match.start(), match.end(), {key}, {key}, "year"))
-    for match in scan.free_matches(ERA):
+    for match in (scan.free_matches(ERA) if any(era in scan.text for era in ERA_WORDS) else ()):
         era = (match["era"] or match["era_before"]).replace(".", "")
         year = int(match["year"] or match["year_after"]) * (-1 if era.startswith("B") else 1)
         key = ("year", year)
@@ -152,10 +158,16 @@ def _meridiem(hour: int, meridiem: str | None) -> tuple[int, bool]:
     return (hour + 12 if meridiem.lower() == "p" else hour), False
 
 
+PAST_TO_LEX = frozenset({"half", "quarter", "a"} | {word.split()[0] for word in MINUTE_WORDS})
+NOON_WORDS = ("noon", "midday", "midnight")
+
+
 def scan_times(scan: Scan) -> None:
-    for match in scan.free_matches(NOON):
+    digits = scan.digit_starts()
+    noon = any(word in scan.lower for word in NOON_WORDS)
+    for match in (scan.free_matches(NOON) if noon else ()):
         scan.add(time(0 if match["word"].lower() == "midnight" else 12, 0, match.start(), match.end(), False))
-    for match in scan.free_matches(CLOCK):
+    for match in scan.anchored(CLOCK, digits):
         hour, minute, meridiem = int(match["hour"]), int(match["minute"]), match["meridiem"]
         if match["sep"] == "." and not meridiem:
             continue  # 3.45 is a number unless a.m. or p.m. follows
@@ -167,10 +179,11 @@ def scan_times(scan: Scan) -> None:
             # 09:30 and 13:05 are on the 24-hour clock; 9:30 and 12:00 may be either half
             open_half = 1 <= hour <= 12 and not match["hour"].startswith("0")
         scan.add(time(hour, minute, match.start(), match.end(), open_half))
-    for match in scan.free_matches(HOUR_MERIDIEM):
+    hours = sorted(digits + scan.word_starts(HOUR_WORDS))
+    for match in scan.anchored(HOUR_MERIDIEM, hours):
         hour, open_half = _meridiem(_hour(match["hour"]), match["meridiem"])
         scan.add(time(hour, 0, match.start(), match.end(), open_half))
-    for match in scan.free_matches(PAST_TO):
+    for match in scan.anchored(PAST_TO, sorted(digits + scan.word_starts(PAST_TO_LEX))):
         minutes_text, relation = match["minutes"].lower(), match["relation"].lower()
         if minutes_text == "half":
             minutes = 30
@@ -187,7 +200,7 @@ def scan_times(scan: Scan) -> None:
             hour, minutes = (hour - 1) or 12, 60 - minutes
         hour, open_half = _meridiem(hour, match["meridiem"])
         scan.add(time(hour, minutes, match.start(), match.end(), open_half))
-    for match in scan.free_matches(OCLOCK):
+    for match in scan.anchored(OCLOCK, hours if "clock" in scan.lower else ()):
         scan.add(time(_hour(match["hour"]), 0, match.start(), match.end(), True))
 
 
@@ -199,6 +212,7 @@ WEEKDAY = re.compile(rf"\b(?P<day>{alternation(d.capitalize() for d in WEEKDAYS)
 HOLIDAY_WORDS = {"good", "black", "easter", "palm", "ash", "super", "cyber", "holy", "maundy", "bloody",
                  "whit", "shrove", "fat", "giving", "great", "blue"}
 CAPITALISED_NEXT = re.compile(r"[ \t]+(?P<word>[A-Z][\w'’]*)")
+WEEKDAY_LEX = frozenset(WEEKDAYS) | frozenset(day + "s" for day in WEEKDAYS)
 MONTH_ALONE = re.compile(rf"\b(?P<month>{alternation(MONTHS_CAP)})\b")
 # May, March and August are also a verb, a verb and an adjective: a month only after one of these
 TIME_WORDS = {"in", "of", "since", "until", "till", "by", "from", "during", "early", "late", "mid", "last",
@@ -229,7 +243,7 @@ def _previous_word(text: str, start: int) -> str:
 
 def scan_weekdays(scan: Scan) -> None:
     text = scan.text
-    for match in scan.free_matches(WEEKDAY):
+    for match in scan.anchored(WEEKDAY, scan.word_starts(WEEKDAY_LEX)):
         if _next_is_name(text, match.end()) or _previous_word(text, match.start()).lower() in HOLIDAY_WORDS:
             continue
         scan.add(weekday(WEEKDAYS[match["day"].lower()], match.start(), match.end("plural") if match["plural"]
@@ -238,7 +252,7 @@ def scan_weekdays(scan: Scan) -> None:
 
 def scan_months(scan: Scan, sentence_start) -> None:
     text = scan.text
-    for match in scan.free_matches(MONTH_ALONE):
+    for match in scan.anchored(MONTH_ALONE, scan.word_starts(MONTHS)):
         name = match["month"]
         if _next_is_name(text, match.end()):
             continue  # "April Smith", "June Carter"

@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import Callable, Hashable
 
 from evalbook.checks import dates, names, numbers
-from evalbook.checks.found import Found, Scan
+from evalbook.checks.found import Found, Scan, masked
 from evalbook.checks.protocol import CheckOutcome
 
 CHECK = "facts"
@@ -63,15 +63,14 @@ class FactSettings:
 
 @dataclass(frozen=True)
 class _Read:
-    """What one text offers: its facts (names apart, with the single sentence-initial capitalised
-    words that may be names) and the keys they provide."""
+    """What one text offers: its facts other than names, the keys they provide, and the spans
+    they take (which names may not cross)."""
 
     text: str
     facts: tuple[Found, ...]
-    names: tuple[Found, ...]
-    initials: tuple[Found, ...]
     provides: frozenset
     quantities: tuple[Found, ...]
+    spans: tuple[tuple[int, int], ...]
 
 
 @lru_cache(maxsize=8192)
@@ -88,11 +87,18 @@ def _read(text: str) -> _Read:
     numbers.scan_numbers(scan)
     dates.scan_weekdays(scan)
     dates.scan_months(scan, names.sentence_start)
-    found_names, initials = names.scan_names(scan)
     facts = tuple(sorted(scan.found, key=lambda found: found.start))
-    return _Read(text, facts, tuple(sorted(found_names, key=lambda found: found.start)), tuple(initials),
-                 frozenset().union(*(found.provides for found in facts)),
-                 tuple(found for found in facts if found.kind == "quantity"))
+    return _Read(text, facts, frozenset().union(*(found.provides for found in facts)),
+                 tuple(found for found in facts if found.kind == "quantity"), tuple(scan.spans))
+
+
+@lru_cache(maxsize=8192)
+def _names(text: str) -> tuple[tuple[Found, ...], tuple[Found, ...]]:
+    """A text's names, and apart the single capitalised words that start a sentence; kept apart
+    from _read because a context's names are wanted only when an answer name is not in the
+    reference."""
+    found, initials = names.scan_names(text, masked(text, _read(text).spans))
+    return tuple(sorted(found, key=lambda name: name.start)), tuple(initials)
 
 
 @lru_cache(maxsize=8192)
@@ -104,25 +110,42 @@ def extract_facts(text: str) -> list[Fact]:
     """The facts of one text in the order written: numbers, ordinals, money, percentages,
     quantities, times, dates, years, weekdays, months and names (a sentence's first word alone
     only when the text also writes it capitalised inside a sentence)."""
-    read = _read(text)
     return [Fact(found.kind, found.value, text[found.start:found.end], found.start, found.end)
-            for found in sorted(read.facts + read.names, key=lambda found: found.start)]
+            for found in sorted(_read(text).facts + _names(text)[0], key=lambda found: found.start)]
 
 
 class _Side:
     """One text of a row as the check sees it: its facts with the names the row makes of its
     sentence-initial words, and whether it holds another text's fact."""
 
-    def __init__(self, read: _Read, others: Callable[[str], bool]) -> None:
-        self.read = read
-        promoted = [found for found in read.initials if others(read.text[found.start:found.end])]
-        self.names = sorted(read.names + tuple(promoted), key=lambda found: found.start)
-        self.facts = sorted(read.facts + tuple(self.names), key=lambda found: found.start)
-        self.all_names = self.names + [found for found in read.initials if found not in promoted]
+    def __init__(self, text: str, others: Callable[[str], bool]) -> None:
+        self.read = _read(text)
+        self._others = others
+        self._names: list[Found] | None = None
+        self._all_names: list[Found] = []
+
+    def names(self) -> list[Found]:
+        """The text's names, with those of its sentence-initial words that the row's other texts
+        write capitalised inside a sentence."""
+        if self._names is None:
+            found, initials = _names(self.read.text)
+            promoted = [name for name in initials if self._others(self.read.text[name.start:name.end])]
+            self._names = sorted(found + tuple(promoted), key=lambda name: name.start)
+            self._all_names = self._names + [name for name in initials if name not in promoted]
+        return self._names
+
+    def _every_name(self) -> list[Found]:
+        """The names with the sentence-initial words that are not names: "Smith" at a sentence's
+        start still holds "Dr. Smith"."""
+        self.names()
+        return self._all_names
+
+    def facts(self) -> list[Found]:
+        return sorted(self.read.facts + tuple(self.names()), key=lambda found: found.start)
 
     def holds(self, found: Found) -> bool:
         if found.kind == "name":
-            return names.held_name(found, self.all_names, lambda: _streams(self.read.text))
+            return names.held_name(found, self._every_name, lambda: _streams(self.read.text))
         if found.needs & self.read.provides:
             return True
         return found.kind == "quantity" and any(numbers.same_quantity(found, other)
@@ -176,8 +199,8 @@ def check_facts(answer: str, reference: str, context: str | None = None,
     def named_in(*texts: str | None) -> Callable[[str], bool]:
         return lambda word: any(text and names.capitalised_inside_a_sentence(word, text) for text in texts)
 
-    answer_side = _Side(_read(answer), named_in(reference, context if has_context else None))
-    reference_side = _Side(_read(reference), named_in(answer, context if has_context else None))
+    answer_side = _Side(answer, named_in(reference, context if has_context else None))
+    reference_side = _Side(reference, named_in(answer, context if has_context else None))
     context_side: _Side | None = None
 
     def in_context(found: Found) -> bool:
@@ -185,11 +208,11 @@ def check_facts(answer: str, reference: str, context: str | None = None,
         if not has_context:
             return False
         if context_side is None:
-            context_side = _Side(_read(context), named_in(answer, reference))
+            context_side = _Side(context, named_in(answer, reference))
         return context_side.holds(found)
 
-    answer_facts = _unique(answer_side.facts)
-    reference_facts = _unique(reference_side.facts)
+    answer_facts = _unique(answer_side.facts())
+    reference_facts = _unique(reference_side.facts())
     pending = [found for found in answer_facts if not reference_side.holds(found)]
     left_out = [found for found in reference_facts + [part for f in reference_facts for part in _implied(f)]
                 if not answer_side.holds(found)]

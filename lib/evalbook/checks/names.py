@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from evalbook.checks.found import Found, Scan
+from evalbook.checks.found import Found
 
 CAPITAL_WORD = r"(?:[A-ZÀ-ÖØ-Þ][\w'’&.\-]*|[a-z]+[A-Z][\w'’&.\-]*)"
 CONNECTORS = {"of", "the", "de", "du", "da", "di", "del", "della", "der", "den", "van", "von", "la", "le", "al",
@@ -77,23 +77,23 @@ def name(text: str, start: int, end: int) -> Found:
                  (tuple(word.lower() for word in words), " ".join(words)))
 
 
-def scan_names(scan: Scan) -> tuple[list[Found], list[Found]]:
-    """The names of a text and, apart, the single capitalised words that start a sentence
-    (names only if the row uses them as names elsewhere)."""
-    text, masked = scan.text, scan.masked()
+def scan_names(text: str, masked: str) -> tuple[list[Found], list[Found]]:
+    """The names of a text and, apart, the single capitalised words that start a sentence (names
+    only if the text or its row writes them capitalised inside a sentence too). `masked` is the text
+    with its other facts blanked."""
     names: list[Found] = []
     initials: list[Found] = []
     for match in SPAN.finditer(masked):
-        run: list[tuple[int, int]] = []
-        for chunk in CHUNK.finditer(match.group()):
-            start, end = match.start() + chunk.start(), match.start() + chunk.end()
-            word = chunk.group()
-            ends_sentence = word.endswith(".") and not abbreviation(word)
-            trailing = "'’-" if word.endswith(".") and not ends_sentence else ".'’-"
-            while end > start and text[end - 1] in trailing:
-                end -= 1
-            if end > start:
-                run.append((start, end))
+        span, offset = match.group(), match.start()
+        chunks = [(0, span)] if " " not in span and "\t" not in span else [
+            (chunk.start(), chunk.group()) for chunk in CHUNK.finditer(span)]
+        run: list[tuple[int, int, str]] = []
+        for position, word in chunks:
+            start = offset + position
+            ends_sentence = word[-1] == "." and not abbreviation(word)
+            kept = word.rstrip("'’-" if word[-1] == "." and not ends_sentence else ".'’-")
+            if kept:
+                run.append((start, start + len(kept), kept.rstrip(".").lower()))
             if ends_sentence:
                 _close(text, run, names, initials)
                 run = []
@@ -110,30 +110,33 @@ def _promote(found: Found, known: set, names: list) -> bool:
 
 
 def _close(text: str, run: list, names: list, initials: list) -> None:
-    """One run of capitalised words as a name, without leading or trailing function words."""
-    def plain(span):
-        return text[span[0]:span[1]].rstrip(".").lower()
-
-    dropped = 0
-    while run and (plain(run[0]) in STOPWORDS or plain(run[0]) in CONNECTORS):
-        run = run[1:]
-        dropped += 1
-    while run and (plain(run[-1]) in STOPWORDS or plain(run[-1]) in CONNECTORS):
-        run = run[:-1]
-    if not run or not normal_words(text[run[0][0]:run[-1][1]]):
+    """One run of capitalised words (start, end, lower case) as a name, without the function
+    words that lead or end it."""
+    first, last = 0, len(run)
+    while first < last and (run[first][2] in STOPWORDS or run[first][2] in CONNECTORS):
+        first += 1
+    while last > first and (run[last - 1][2] in STOPWORDS or run[last - 1][2] in CONNECTORS):
+        last -= 1
+    if first == last:
         return
-    found = name(text, run[0][0], run[-1][1])
-    if len(run) == 1 and not dropped and sentence_start(text, run[0][0]):
-        initials.append(found)
-    else:
-        names.append(found)
+    start, end = run[first][0], run[last - 1][1]
+    if last - first == 1 and not first and sentence_start(text, start):
+        if not WORD.search(text, start, end):
+            return
+        initials.append(name(text, start, end))
+    elif WORD.search(text, start, end):
+        names.append(name(text, start, end))
 
 
 def capitalised_inside_a_sentence(word: str, text: str) -> bool:
     """Whether `text` writes `word` capitalised somewhere other than at a sentence's start."""
-    for match in re.finditer(rf"(?<![\w'’]){re.escape(word)}(?![\w])", text):
-        if not sentence_start(text, match.start()):
+    start = text.find(word)
+    while start >= 0:
+        end = start + len(word)
+        if (not (start and (text[start - 1].isalnum() or text[start - 1] in "'’"))
+                and not (end < len(text) and text[end].isalnum()) and not sentence_start(text, start)):
             return True
+        start = text.find(word, end)
     return False
 
 
@@ -148,7 +151,8 @@ def initials_of(words: tuple[str, ...]) -> str:
     return "".join(word[0] for word in words if word not in CONNECTORS)
 
 
-def held_name(found: Found, names: list[Found], text_streams: Callable[[], tuple[str, str]]) -> bool:
+def held_name(found: Found, text_names: Callable[[], list[Found]],
+              text_streams: Callable[[], tuple[str, str]]) -> bool:
     """Whether a text holds the name: its words together there (a short one in its own case: "US"
     is not "us"), one of the text's `names` whose words are all in it or hold all of it, or the
     initials of one."""
@@ -160,6 +164,7 @@ def held_name(found: Found, names: list[Found], text_streams: Callable[[], tuple
             return True
     elif f" {joined} " in lower:
         return True
+    names = text_names()
     mine = set(words) - TITLES
     for other in names:
         theirs = set(other.extra[0]) - TITLES

@@ -49,6 +49,8 @@ WORD_AMOUNT = (rf"(?i:(?:\bminus\s+)?(?:\ba\s+(?=(?:{SCALE_WORD}|dozen)\b))?\b(?
                rf"(?:(?:\s+and\s+|\s*-\s*|\s+)(?:{NUMBER_WORD})\b)*"
                rf"(?:\s+point(?:\s+(?:{alternation(DIGIT_WORDS)})\b)+)?(?:\s+and\s+a\s+half\b)?)")
 AMOUNT = rf"(?:{DIGIT_AMOUNT}|{WORD_AMOUNT})"
+NUMBER_LEX = frozenset(UNIT_WORDS + TENS_WORDS + list(SCALES) + ["dozen", "minus"])
+AFTER_A = frozenset(list(SCALES) + ["dozen"])
 RANGE_TAIL = rf"(?:\s*(?:[-\u2013]|\bto\b)\s*(?P<second>{AMOUNT}))?"
 
 
@@ -130,6 +132,18 @@ def number_keys(value: Decimal) -> frozenset:
     return frozenset({("number", value), ("bare", value)})
 
 
+def amount_starts(scan: Scan) -> list[int]:
+    """Where an amount may start: a figure, a number word, "minus", or "a" before "dozen" or a scale."""
+    starts = scan.memo.get("amounts")
+    if starts is None:
+        words = scan.word_starts(NUMBER_LEX)
+        lower = scan.lower
+        article = [start - 2 for start in scan.word_starts(AFTER_A)
+                   if lower.endswith("a ", 0, start) and (start < 3 or not lower[start - 3].isalpha())]
+        starts = scan.memo["amounts"] = sorted(scan.digit_starts() + words + article)
+    return starts
+
+
 def _found(kind, value, start, end, needs, provides, family, extra=None) -> Found:
     return Found(kind, value, start, end, frozenset(needs), frozenset(provides), family, extra)
 
@@ -192,7 +206,9 @@ def money(code: str, value: Decimal, start: int, end: int, also_mass: bool = Fal
 
 def scan_money(scan: Scan) -> None:
     text = scan.text
-    for match in scan.free_matches(MONEY_BEFORE):
+    symbols = any(symbol in text for symbol in "£€$¥₹₩₽₺₪₦") or "Rs" in text or any(
+        code in text for code in CURRENCY_CODES)
+    for match in (scan.free_matches(MONEY_BEFORE) if symbols else ()):
         code = (CURRENCY_SYMBOLS[match["symbol"]] if match["symbol"] else CURRENCY_CODES[match["code"]])
         sign = -1 if match["sign"] else 1
         scale2 = match["scale2"]
@@ -203,7 +219,7 @@ def scan_money(scan: Scan) -> None:
             second = _scaled(digits_value(match["second"]), scale2)
             scan.add(money(code, second, match.start("second") - _symbol_before(text, match.start("second")),
                            match.end()))
-    for match in scan.free_matches(MONEY_AFTER):
+    for match in scan.anchored(MONEY_AFTER, amount_starts(scan)):
         word = (match["word"] or "").lower()
         if word:
             kind = next(key for key in CURRENCY_WORDS if key in word)
@@ -224,7 +240,7 @@ def scan_money(scan: Scan) -> None:
             scan.add(money(code, values[1], match.start("second"), match.end(), pounds))
         else:
             scan.add(money(code, values[0], match.start(), match.end(), pounds))
-    for match in scan.free_matches(PENCE):
+    for match in scan.anchored(PENCE, scan.digit_starts()):
         scan.add(money("GBP", digits_value(match["first"]) / 100, match.start(), match.end()))
 
 
@@ -250,7 +266,7 @@ def percent(value: Decimal, start: int, end: int) -> Found:
 
 
 def scan_percent(scan: Scan) -> None:
-    for match in scan.free_matches(PERCENT):
+    for match in scan.anchored(PERCENT, amount_starts(scan)):
         first = amount_value(match["first"])
         second = amount_value(match["second"]) if match["second"] else None
         if first is None or (match["second"] and second is None):
@@ -409,7 +425,7 @@ def unit_of(text: str) -> tuple:
 
 
 def scan_quantities(scan: Scan) -> None:
-    for match in scan.free_matches(QUANTITY):
+    for match in scan.anchored(QUANTITY, amount_starts(scan)):
         unit = unit_of(match["unit"])
         if (match["first"].lower() == "one" and unit[0] in ("duration", "calendar")
                 and _last_word(scan.text[max(0, match.start() - 16):match.start()]) not in ONE_SPAN_COUNTERS):
@@ -447,6 +463,7 @@ ORDINAL_WORDS_RE = re.compile(
     rf"(?i:\b(?:(?P<tens>{alternation(TENS_WORDS)})[-\s])?(?P<word>{alternation(ORDINAL_WORDS)})\b)")
 # "first" and "second" count only after one of these: elsewhere they order an argument ("First, ...",
 # "at first") or measure time ("a second")
+ORDINAL_LEX = frozenset(list(ORDINAL_WORDS) + TENS_WORDS)
 ORDINAL_OWNERS = {"the", "its", "his", "her", "their", "our", "your", "my", "whose"}
 FRACTION_BEFORE = re.compile(rf"(?i:\b(?:a|an|{alternation(UNIT_WORDS)})\s+$)")
 
@@ -458,9 +475,9 @@ def ordinal(value: int, start: int, end: int) -> Found:
 
 def scan_ordinals(scan: Scan) -> None:
     text = scan.text
-    for match in scan.free_matches(ORDINAL_DIGITS):
+    for match in scan.anchored(ORDINAL_DIGITS, scan.digit_starts()):
         scan.add(ordinal(int(match["n"]), match.start(), match.end()))
-    for match in scan.free_matches(ORDINAL_WORDS_RE):
+    for match in scan.anchored(ORDINAL_WORDS_RE, scan.word_starts(ORDINAL_LEX)):
         word = match["word"].lower()
         value = ORDINAL_WORDS[word] + (text2num(match["tens"].lower(), "en") if match["tens"] else 0)
         before = text[max(0, match.start() - 12):match.start()]
@@ -498,7 +515,7 @@ def plain_number(value: Decimal, start: int, end: int, year: bool) -> Found:
 
 def scan_numbers(scan: Scan) -> None:
     text = scan.text
-    for match in scan.free_matches(NUMBER_DIGITS):
+    for match in scan.anchored(NUMBER_DIGITS, scan.digit_starts()):
         written = match.group()
         value = digits_value(written)
         year = written.isdigit() and len(written) == 4 and int(written) in YEAR_RANGE
@@ -506,7 +523,7 @@ def scan_numbers(scan: Scan) -> None:
             following = NEXT_WORD.match(text, match.end())
             year = not following or following.group(1) in AFTER_A_YEAR
         scan.add(plain_number(value, match.start(), match.end(), year))
-    for match in scan.free_matches(NUMBER_WORDS_RE):
+    for match in scan.anchored(NUMBER_WORDS_RE, amount_starts(scan)):
         for start, end, value, year in _word_numbers(text, match.start(), match.end()):
             if text[start:end].lower() == "one" and _last_word(text[max(0, start - 16):start]) not in ONE_COUNTERS:
                 continue
