@@ -271,3 +271,20 @@ def test_a_fact_repeated_in_the_answer_is_reported_once():
 
 def test_an_empty_answer_has_no_fact_to_check():
     assert passes("", "It costs £14.").reason.startswith("no fact to check")
+
+
+def test_titles_written_out_are_the_same_name():
+    passes("It was run by Doctor Smith near Mount Everest.", "It was run by Dr. Smith near Mt. Everest.")
+
+
+def test_a_swapped_place_in_a_race_is_changed():
+    assert fails("She finished second.", "She finished first.").reason == "second: the reference says first"
+
+
+def test_an_acronym_at_a_sentence_start_is_a_name_and_matches_initials_across_and():
+    outcome = passes("NASA launched it.", "The National Aeronautics and Space Administration launched it.")
+    assert "NASA" in outcome.reason
+
+
+def test_a_sentence_keeps_its_full_stop_after_pm():
+    assert fails("It starts at 4pm.", "It starts at 15:00.").reason == "4pm: the reference says 15:00"

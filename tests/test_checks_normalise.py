@@ -298,3 +298,29 @@ def test_each_fact_carries_its_span():
     text = "It costs £14 on Thursday."
     for fact in extract_facts(text):
         assert text[fact.start:fact.end] == fact.text
+
+
+def test_a_day_in_ordinal_words():
+    assert same_value("It opens on the first of May.", "It opens on May 1st.", "It opens on 1 May.") == (
+        "date", ("date", None, 5, 1))
+    assert only("It opened on the twenty-first of June 2020.").value == ("date", 2020, 6, 21)
+
+
+def test_halves_of_a_scale_and_of_a_unit():
+    assert only("It drew half a million people.").value == ("number", 500_000)
+    assert same_value("It takes half an hour.", "It takes 30 minutes.")[0] == "quantity"
+
+
+def test_times_of_the_day_in_words_and_with_a_dot():
+    assert only("It opens at 9 in the evening.").value == ("time", 21, 0)
+    assert only("It opens at nine in the morning.").value == ("time", 9, 0)
+    assert only("It opens at 21.00 daily.").value == ("time", 21, 0)
+    assert only("It costs 21.00 a day.").kind == "number"
+
+
+def test_an_iso_date_with_its_time():
+    assert [f.value for f in facts("It ran at 1989-11-09T21:00.")] == [("date", 1989, 11, 9), ("time", 21, 0)]
+
+
+def test_a_place_in_a_race_after_a_verb_of_ranking():
+    assert only("She finished first.").value == ("ordinal", 1)

@@ -29,10 +29,16 @@ ANY_MONTH = rf"(?P<month>(?i:{alternation(MONTHS)}|(?:{alternation(MONTH_ABBREVI
 MONTHS_CAP = [name.capitalize() for name in MONTHS]
 CAPITAL_MONTH = (rf"(?P<month>(?:{alternation(MONTHS_CAP)})\b|"
                  rf"(?:{alternation(name.capitalize() for name in MONTH_ABBREVIATIONS)})\b\.?)")
-DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+DAY_WORDS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
+             "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "thirteenth": 13, "fourteenth": 14,
+             "fifteenth": 15, "sixteenth": 16, "seventeenth": 17, "eighteenth": 18, "nineteenth": 19,
+             "twentieth": 20, "thirtieth": 30}
+DAY_WORDS |= {f"twenty{joint}{word}": 20 + value for word, value in list(DAY_WORDS.items())[:9]
+              for joint in ("-", " ")} | {"thirty-first": 31, "thirty first": 31}
+DAY = rf"(?:(?P<day>[0-3]?\d)(?:st|nd|rd|th)?|(?P<day_word>(?i:{alternation(DAY_WORDS)}))\b)"
 YEAR = r"(?P<year>\d{4})"
 
-ISO_DATE = re.compile(rf"(?<![\w/.-]){YEAR}(?P<sep>[-/.])(?P<month>[01]?\d)(?P=sep)(?P<day>[0-3]?\d)(?![\w/]|[.-]\d)")
+ISO_DATE = re.compile(rf"(?<![\w/.-]){YEAR}(?P<sep>[-/.])(?P<month>[01]?\d)(?P=sep)(?P<day>[0-3]?\d)(?![\d/]|[.-]\d|[A-SU-Za-z])")
 NUMERIC_DATE = re.compile(r"(?<![\w/.-])(?P<first>[0-3]?\d)(?P<sep>[/.-])(?P<second>[0-3]?\d)(?P=sep)"
                           r"(?P<year>\d{4})(?![\w/]|[.-]\d)")
 DAY_MONTH_YEAR = re.compile(rf"\b(?:the\s+)?{DAY}\s+(?:of\s+)?{ANY_MONTH},?\s+{YEAR}\b")
@@ -85,6 +91,13 @@ MONTH_LEX = frozenset(MONTHS) | frozenset(MONTH_ABBREVIATIONS)
 ERA_WORDS = ("BC", "AD", "CE", "B.C", "A.D")
 
 
+DAY_LEX = frozenset(word.split("-")[0].split()[0] for word in DAY_WORDS) | {"the"}
+
+
+def _day(match: re.Match) -> int:
+    return int(match["day"]) if match["day"] else DAY_WORDS[" ".join(match["day_word"].lower().split())]
+
+
 def scan_dates(scan: Scan) -> None:
     digits = scan.digit_starts()
     months = scan.word_starts(MONTH_LEX)
@@ -92,19 +105,22 @@ def scan_dates(scan: Scan) -> None:
         year, month, day = int(match["year"]), int(match["month"]), int(match["day"])
         if valid(year, month, day):
             scan.add(date([(year, month, day)], match.start(), match.end()))
+            if scan.text.startswith("T", match.end()):
+                scan.take(match.end(), match.end() + 1)  # 1989-11-09T21:00: the T is no name
     for match in scan.anchored(NUMERIC_DATE, digits):
         first, second, year = int(match["first"]), int(match["second"]), int(match["year"])
         readings = [reading for reading in ((year, second, first), (year, first, second)) if valid(*reading)]
         if readings:
             scan.add(date(list(dict.fromkeys(readings)), match.start(), match.end()))
-    for pattern, starts in ((DAY_MONTH_YEAR, digits), (MONTH_DAY_YEAR, months)):
-        for match in scan.anchored(pattern, starts if months else ()):
-            reading = (int(match["year"]), month_number(match["month"]), int(match["day"]))
+    day_starts = sorted(digits + scan.word_starts(DAY_LEX)) if months else ()
+    for pattern, starts in ((DAY_MONTH_YEAR, day_starts), (MONTH_DAY_YEAR, months)):
+        for match in scan.anchored(pattern, starts):
+            reading = (int(match["year"]), month_number(match["month"]), _day(match))
             if valid(*reading):
                 scan.add(date([reading], match.start(), match.end()))
-    for pattern, starts in ((DAY_MONTH, digits), (MONTH_DAY, months)):
-        for match in scan.anchored(pattern, starts if months else ()):
-            reading = (None, month_number(match["month"]), int(match["day"]))
+    for pattern, starts in ((DAY_MONTH, day_starts), (MONTH_DAY, months)):
+        for match in scan.anchored(pattern, starts):
+            reading = (None, month_number(match["month"]), _day(match))
             if valid(*reading):
                 scan.add(date([reading], match.start(), match.end()))
     for match in scan.anchored(MONTH_YEAR, months):
@@ -121,11 +137,17 @@ def scan_dates(scan: Scan) -> None:
 
 # ---------------------------------------------------------------- times
 
-MERIDIEM = r"(?P<meridiem>[aApP])\.?\s?[mM]\b\.?"
+# "p.m." takes its last dot; "3pm." leaves the sentence its full stop
+MERIDIEM = r"(?P<meridiem>[aApP])(?:\.\s?[mM]\.?|\s?[mM]\b)"
 HOUR_WORD = alternation(HOUR_WORDS)
 CLOCK = re.compile(rf"(?<![\d:.,])(?P<hour>[01]?\d|2[0-4])(?P<sep>[:.])(?P<minute>[0-5]\d)(?::[0-5]\d)?"
                    rf"(?![\d]|[:.]\d)(?:\s*{MERIDIEM})?")
 HOUR_MERIDIEM = re.compile(rf"(?<![\w.,:])(?P<hour>1[0-2]|0?[1-9]|(?i:{HOUR_WORD}))\s*{MERIDIEM}")
+PART_OF_DAY = {"morning": "a", "afternoon": "p", "evening": "p", "night": "p"}
+HOUR_PART_OF_DAY = re.compile(rf"(?<![\w.,:])(?P<hour>1[0-2]|0?[1-9]|(?i:{HOUR_WORD}))(?:\s+o['’]\s?clock)?"
+                              rf"\s+in\s+the\s+(?P<part>(?i:{alternation(PART_OF_DAY)}))\b")
+# 21.00 is a time only where a time is expected ("at 21.00"); elsewhere it is a number or a price
+TIME_BEFORE_DOT = {"at", "from", "until", "till", "by", "before", "after", "between", "and", "to", "around"}
 OCLOCK = re.compile(rf"(?<![\w.,:])(?P<hour>1[0-2]|0?[1-9]|(?i:{HOUR_WORD}))\s+o['’]\s?clock\b")
 PAST_TO = re.compile(
     rf"(?i:\b(?P<minutes>half|(?:a\s+)?quarter|{alternation(MINUTE_WORDS)}|[1-5]?\d)(?P<unit>\s+minutes?)?"
@@ -169,8 +191,8 @@ def scan_times(scan: Scan) -> None:
         scan.add(time(0 if match["word"].lower() == "midnight" else 12, 0, match.start(), match.end(), False))
     for match in scan.anchored(CLOCK, digits):
         hour, minute, meridiem = int(match["hour"]), int(match["minute"]), match["meridiem"]
-        if match["sep"] == "." and not meridiem:
-            continue  # 3.45 is a number unless a.m. or p.m. follows
+        if match["sep"] == "." and not meridiem and _previous_word(scan.text, match.start()).lower() not in TIME_BEFORE_DOT:
+            continue  # 3.45 is a number unless a.m. or p.m. follows or "at" comes before
         if meridiem:
             if not 1 <= hour <= 12:
                 continue
@@ -180,6 +202,13 @@ def scan_times(scan: Scan) -> None:
             open_half = 1 <= hour <= 12 and not match["hour"].startswith("0")
         scan.add(time(hour, minute, match.start(), match.end(), open_half))
     hours = sorted(digits + scan.word_starts(HOUR_WORDS))
+    for match in scan.anchored(HOUR_PART_OF_DAY, hours):
+        meridiem = PART_OF_DAY[match["part"].lower()]
+        hour = _hour(match["hour"])
+        if meridiem == "p" and hour < 5 and match["part"].lower() == "night":
+            meridiem = "a"  # "2 in the night"
+        hour, open_half = _meridiem(hour, meridiem)
+        scan.add(time(hour, 0, match.start(), match.end(), open_half))
     for match in scan.anchored(HOUR_MERIDIEM, hours):
         hour, open_half = _meridiem(_hour(match["hour"]), match["meridiem"])
         scan.add(time(hour, 0, match.start(), match.end(), open_half))

@@ -120,7 +120,9 @@ def _close(text: str, run: list, names: list, initials: list) -> None:
     if first == last:
         return
     start, end = run[first][0], run[last - 1][1]
-    if last - first == 1 and not first and sentence_start(text, start):
+    word = text[start:end]
+    acronym = len(word) > 1 and word.isupper() and word.isalpha()  # "NASA launched it": a name
+    if last - first == 1 and not first and not acronym and sentence_start(text, start):
         if not WORD.search(text, start, end):
             return
         initials.append(name(text, start, end))
@@ -151,6 +153,17 @@ def initials_of(words: tuple[str, ...]) -> str:
     return "".join(word[0] for word in words if word not in CONNECTORS)
 
 
+def _initials_across_and(names: list[Found], with_case: str) -> set[str]:
+    """The initials of names joined by "and" ("National Aeronautics and Space Administration" is
+    two spans, NASA one)."""
+    joined = set()
+    for one, other in zip(names, names[1:]):
+        together = f" {one.extra[1]} and {other.extra[1]} "
+        if together in with_case:
+            joined.add(initials_of(one.extra[0] + other.extra[0]))
+    return joined
+
+
 def held_name(found: Found, text_names: Callable[[], list[Found]],
               text_streams: Callable[[], tuple[str, str]]) -> bool:
     """Whether a text holds the name: its words together there (a short one in its own case: "US"
@@ -171,6 +184,8 @@ def held_name(found: Found, text_names: Callable[[], list[Found]],
         if theirs and mine and (theirs <= mine or mine <= theirs):
             return True
     acronym = len(words) == 1 and cased.isupper() and 2 <= len(cased) <= 6
+    if acronym and joined in _initials_across_and(names, text_streams()[0]):
+        return True
     for other in names:
         other_words, other_cased = other.extra
         if acronym and len(other_words) > 1 and initials_of(other_words) == joined:

@@ -45,11 +45,12 @@ DIGITS = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![.,]?\d)"
 # a sign only where no word or figure stands right before it (9-5 is a range, COVID-19 a code)
 SIGNED_DIGITS = rf"(?:(?i:\bminus\s+)|(?<![\w.,/)\]])[-\u2212](?=\d))?(?<![\w.,/])(?<![A-Za-z]-){DIGITS}"
 DIGIT_AMOUNT = rf"{SIGNED_DIGITS}(?:\s+(?i:{SCALE_WORD})\b)?"
-WORD_AMOUNT = (rf"(?i:(?:\bminus\s+)?(?:\ba\s+(?=(?:{SCALE_WORD}|dozen)\b))?\b(?:{NUMBER_WORD})\b"
+WORD_AMOUNT = (rf"(?i:(?:\bminus\s+)?(?:\b(?:half\s+)?an?\s+(?=(?:{SCALE_WORD}|dozen)\b))?\b(?:{NUMBER_WORD})\b"
                rf"(?:(?:\s+and\s+|\s*-\s*|\s+)(?:{NUMBER_WORD})\b)*"
                rf"(?:\s+point(?:\s+(?:{alternation(DIGIT_WORDS)})\b)+)?(?:\s+and\s+a\s+half\b)?)")
-AMOUNT = rf"(?:{DIGIT_AMOUNT}|{WORD_AMOUNT})"
-NUMBER_LEX = frozenset(UNIT_WORDS + TENS_WORDS + list(SCALES) + ["dozen", "minus"])
+HALF_AN = r"(?i:\bhalf\s+an?)"  # "half an hour": only before a unit
+AMOUNT = rf"(?:{DIGIT_AMOUNT}|{WORD_AMOUNT}|{HALF_AN})"
+NUMBER_LEX = frozenset(UNIT_WORDS + TENS_WORDS + list(SCALES) + ["dozen", "minus", "half"])
 AFTER_A = frozenset(list(SCALES) + ["dozen"])
 RANGE_TAIL = rf"(?:\s*(?:[-\u2013]|\bto\b)\s*(?P<second>{AMOUNT}))?"
 
@@ -66,6 +67,13 @@ def words_value(phrase: str) -> tuple[Decimal, bool] | None:
     half = text.endswith(" and a half")
     if half:
         text = text[:-len(" and a half")]
+    if text in ("half a", "half an"):
+        return Decimal("0.5"), False
+    halved = text.startswith("half a ")
+    if halved:
+        text = text[len("half "):]
+    if text.startswith("an "):
+        text = "one " + text[3:]
     if text.startswith("a "):
         text = "one " + text[2:]
     fraction = ""
@@ -78,7 +86,9 @@ def words_value(phrase: str) -> tuple[Decimal, bool] | None:
     number = Decimal(f"{value}.{fraction}") if fraction else Decimal(value)
     if half:
         number += Decimal("0.5")
-    return (-number if negative else number), year and not (fraction or half or negative)
+    if halved:
+        number /= 2
+    return (-number if negative else number), year and not (fraction or half or negative or halved)
 
 
 def _cardinal(text: str) -> tuple[int | None, bool]:
@@ -138,8 +148,9 @@ def amount_starts(scan: Scan) -> list[int]:
     if starts is None:
         words = scan.word_starts(NUMBER_LEX)
         lower = scan.lower
-        article = [start - 2 for start in scan.word_starts(AFTER_A)
-                   if lower.endswith("a ", 0, start) and (start < 3 or not lower[start - 3].isalpha())]
+        article = [start - len(article) for start in scan.word_starts(AFTER_A) for article in ("a ", "an ")
+                   if lower.endswith(article, 0, start)
+                   and (start == len(article) or not lower[start - len(article) - 1].isalpha())]
         starts = scan.memo["amounts"] = sorted(scan.digit_starts() + words + article)
     return starts
 
@@ -464,7 +475,8 @@ ORDINAL_WORDS_RE = re.compile(
 # "first" and "second" count only after one of these: elsewhere they order an argument ("First, ...",
 # "at first") or measure time ("a second")
 ORDINAL_LEX = frozenset(list(ORDINAL_WORDS) + TENS_WORDS)
-ORDINAL_OWNERS = {"the", "its", "his", "her", "their", "our", "your", "my", "whose"}
+ORDINAL_OWNERS = {"the", "its", "his", "her", "their", "our", "your", "my", "whose", "came", "come", "comes",
+                  "finished", "finish", "finishes", "placed", "place", "ranked", "rank", "ranks"}
 FRACTION_BEFORE = re.compile(rf"(?i:\b(?:a|an|{alternation(UNIT_WORDS)})\s+$)")
 
 
