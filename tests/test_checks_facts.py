@@ -288,3 +288,9 @@ def test_an_acronym_at_a_sentence_start_is_a_name_and_matches_initials_across_an
 
 def test_a_sentence_keeps_its_full_stop_after_pm():
     assert fails("It starts at 4pm.", "It starts at 15:00.").reason == "4pm: the reference says 15:00"
+
+
+def test_the_numbering_of_a_list_is_no_fact():
+    answer = "To apply:\n1. Log in.\n2. Pay the £14 fee.\n3) Wait (1) week or (2) weeks."
+    assert [item["answer"] for item in check_facts(answer, "Pay £14.").details["unsupported"]] == []
+    assert fails("Steps:\n1. Pay £15.", "Pay £14.").reason == "£15: the reference says £14"

@@ -31,6 +31,8 @@ from evalbook.checks.protocol import CheckOutcome
 CHECK = "facts"
 KINDS = ("number", "ordinal", "money", "percent", "quantity", "time", "date", "year", "weekday", "month", "name")
 WEB_ADDRESS = re.compile(r"\b(?:https?://|www\.)\S+|\b[\w.+-]+@[\w-]+\.[\w.-]+")
+# "1." or "(2)" numbering a list is no fact: an answer that lists steps would fail on its numbering
+LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*•][ \t]*)?\(?\d{1,2}[.)](?=[ \t])|(?<![\w(])\(\d{1,2}\)(?=[ \t])")
 NEIGHBOUR_BEFORE = re.compile(r"([^\W\d_]+)[^\w]*$")
 NEIGHBOUR_AFTER = re.compile(r"[^\w]*([^\W\d_]+)")
 SHOWN = 6  # facts listed by name in a passing reason before "and N more"
@@ -76,8 +78,9 @@ class _Read:
 @lru_cache(maxsize=8192)
 def _read(text: str) -> _Read:
     scan = Scan(text)
-    for match in WEB_ADDRESS.finditer(text):
-        scan.take(match.start(), match.end())
+    for pattern in (WEB_ADDRESS, LIST_MARKER):
+        for match in pattern.finditer(text):
+            scan.take(match.start(), match.end())
     dates.scan_dates(scan)
     dates.scan_times(scan)
     numbers.scan_money(scan)

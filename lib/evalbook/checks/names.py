@@ -35,6 +35,7 @@ tomorrow currently generally typically usually finally first second third additi
 meanwhile instead otherwise other another such any several few more less only just even still yet once please
 note see answer question example examples based given let here's there's what's that's it’s i’m""".split())
 SKIPPED_BEFORE = set(" \t\r\"'“”‘’([{*•·–—-#>|\x00")
+LIST_ITEM = re.compile(r"\(?(?:\d{1,2}|[a-zA-Z]|[ivx]{1,4})\)")
 POSSESSIVE = re.compile(r"['’]s\b")
 PUNCTUATION = str.maketrans("", "", ".'’")
 WORD = re.compile(r"[^\W_]+(?:&[^\W_]+)*")
@@ -62,6 +63,11 @@ def sentence_start(text: str, position: int) -> bool:
     char = text[index]
     if char in "\n!?…":
         return True
+    if char == ")":  # a list item: "3) Wait", "(b) Pay"
+        begin = index
+        while begin > 0 and not text[begin - 1].isspace():
+            begin -= 1
+        return LIST_ITEM.fullmatch(text, begin, index + 1) is not None
     if char == ".":
         begin = index
         while begin > 0 and not text[begin - 1].isspace():
@@ -121,6 +127,8 @@ def _close(text: str, run: list, names: list, initials: list) -> None:
         return
     start, end = run[first][0], run[last - 1][1]
     word = text[start:end]
+    if len(word) == 1:
+        return  # "B", "I": a letter alone names nothing to check
     acronym = len(word) > 1 and word.isupper() and word.isalpha()  # "NASA launched it": a name
     if last - first == 1 and not first and not acronym and sentence_start(text, start):
         if not WORD.search(text, start, end):
