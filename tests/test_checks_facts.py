@@ -294,3 +294,9 @@ def test_the_numbering_of_a_list_is_no_fact():
     answer = "To apply:\n1. Log in.\n2. Pay the £14 fee.\n3) Wait (1) week or (2) weeks."
     assert [item["answer"] for item in check_facts(answer, "Pay £14.").details["unsupported"]] == []
     assert fails("Steps:\n1. Pay £15.", "Pay £14.").reason == "£15: the reference says £14"
+
+
+def test_a_value_changed_to_one_the_reference_has_elsewhere_is_changed():
+    outcome = fails("It has 6 rooms and 6 doors.", "It has 5 rooms and 6 doors.")
+    assert outcome.reason == "6: the reference says 5"
+    passes("It has 6 doors. Yes, 6 doors.", "It has 6 doors.")

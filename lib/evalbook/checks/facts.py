@@ -20,6 +20,7 @@ it is right. The check is exact and deterministic: regular expressions and table
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Hashable
@@ -233,12 +234,40 @@ def check_facts(answer: str, reference: str, context: str | None = None,
             beyond.append(found)
         else:
             unsupported.append(found)
+    changed += _repeated_in_place(answer_side, reference_side, left_out, changed)
+    changed.sort(key=lambda pair: pair[0].start)
     replaced_spans = {(other.start, other.end) for _, other in changed}
     missing = [found for found in reference_facts
                if found in left_out and (found.start, found.end) not in replaced_spans]
 
     return _outcome(answer_side, reference_side, answer_facts, changed, unsupported, beyond, missing,
                     has_context, settings)
+
+
+def _repeated_in_place(answer_side: _Side, reference_side: _Side, left_out: list[Found],
+                       changed: list[tuple[Found, Found]]) -> list[tuple[Found, Found]]:
+    """Changes to a value the reference also has elsewhere: "It ran 6 hours in 6 years" for
+    "5 hours in 6 years". An answer fact written more often than the reference writes it, between
+    the words around a reference fact of its kind that the answer leaves out, replaced that one."""
+    paired = {(other.start, other.end) for _, other in changed}
+    open_facts = [found for found in left_out if found.kind != "name" and (found.start, found.end) not in paired
+                  and found in reference_side.read.facts]
+    if not open_facts:
+        return []
+    counts = Counter((found.kind, found.value) for found in reference_side.read.facts)
+    written = Counter()
+    found_changes = []
+    for found in answer_side.read.facts:
+        written[(found.kind, found.value)] += 1
+        if written[(found.kind, found.value)] <= counts[(found.kind, found.value)]:
+            continue
+        around = answer_side.neighbours(found)
+        for other in open_facts:
+            if other.family == found.family and around & reference_side.neighbours(other):
+                found_changes.append((found, other))
+                open_facts.remove(other)
+                break
+    return found_changes
 
 
 def _replaced(found: Found, candidates: list[Found], rank: dict[str, int], answer_side: _Side,
