@@ -255,17 +255,17 @@ def _repeated_in_place(answer_side: _Side, reference_side: _Side, left_out: list
     if not open_facts:
         return []
     counts = Counter((found.kind, found.value) for found in reference_side.read.facts)
-    written = Counter()
+    written = Counter((found.kind, found.value) for found in answer_side.read.facts)
     found_changes = []
     for found in answer_side.read.facts:
-        written[(found.kind, found.value)] += 1
-        if written[(found.kind, found.value)] <= counts[(found.kind, found.value)]:
+        if written[(found.kind, found.value)] <= counts[(found.kind, found.value)] or not open_facts:
             continue
         around = answer_side.neighbours(found)
         for other in open_facts:
             if other.family == found.family and around & reference_side.neighbours(other):
                 found_changes.append((found, other))
                 open_facts.remove(other)
+                written[(found.kind, found.value)] -= 1
                 break
     return found_changes
 
