@@ -300,3 +300,9 @@ def test_a_value_changed_to_one_the_reference_has_elsewhere_is_changed():
     outcome = fails("It has 6 rooms and 6 doors.", "It has 5 rooms and 6 doors.")
     assert outcome.reason == "6: the reference says 5"
     passes("It has 6 doors. Yes, 6 doors.", "It has 6 doors.")
+
+
+def test_the_answers_one_new_name_for_the_references_one_left_out_is_changed():
+    context = "The house was designed by Bunny Williams for Southern Living."
+    assert fails("Southern Living.", "Bunny Williams.", context).reason == \
+        "Southern Living: the reference says Bunny Williams"

@@ -227,7 +227,8 @@ def check_facts(answer: str, reference: str, context: str | None = None,
     rank: dict[str, int] = {}
     for found in pending:
         candidates = [other for other in left_out if other.family == found.family]
-        replaced = _replaced(found, candidates, rank, answer_side, reference_side, in_context)
+        alone = sum(other.family == found.family for other in pending) == 1
+        replaced = _replaced(found, candidates, rank, answer_side, reference_side, in_context, alone)
         if replaced is not None:
             changed.append((found, replaced))
         elif in_context(found):
@@ -271,18 +272,19 @@ def _repeated_in_place(answer_side: _Side, reference_side: _Side, left_out: list
 
 
 def _replaced(found: Found, candidates: list[Found], rank: dict[str, int], answer_side: _Side,
-              reference_side: _Side, in_context: Callable[[Found], bool]) -> Found | None:
+              reference_side: _Side, in_context: Callable[[Found], bool], alone: bool) -> Found | None:
     """The reference fact that an answer fact stands in place of, or None. A candidate written
     between the same words comes first; else they pair in the order written. A name that the
-    context holds replaces another only between the same words: a good answer adds names from its
-    context far more often than it swaps two."""
+    context holds replaces another only between the same words, or when it is the answer's one
+    new name and the reference's one left out: a good answer adds names from its context far more
+    often than it swaps two."""
     if not candidates:
         return None
     around = answer_side.neighbours(found)
     alike = [other for other in candidates if around & reference_side.neighbours(other)]
     if alike:
         return alike[0]
-    if found.kind == "name" and in_context(found):
+    if found.kind == "name" and not (alone and len(candidates) == 1) and in_context(found):
         return None
     index = rank.get(found.family, 0)
     rank[found.family] = index + 1
