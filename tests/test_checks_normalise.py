@@ -324,3 +324,7 @@ def test_an_iso_date_with_its_time():
 
 def test_a_place_in_a_race_after_a_verb_of_ranking():
     assert only("She finished first.").value == ("ordinal", 1)
+
+
+def test_a_scale_abbreviation_after_digits():
+    assert same_value("It serves 2.5bn people.", "It serves 2.5 billion people.") == ("number", ("number", 2_500_000_000))

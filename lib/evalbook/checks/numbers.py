@@ -44,7 +44,8 @@ SCALE_WORD = alternation(SCALES)
 DIGITS = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![.,]?\d)"
 # a sign only where no word or figure stands right before it (9-5 is a range, COVID-19 a code)
 SIGNED_DIGITS = rf"(?:(?i:\bminus\s+)|(?<![\w.,/)\]])[-\u2212](?=\d))?(?<![\w.,/])(?<![A-Za-z]-){DIGITS}"
-DIGIT_AMOUNT = rf"{SIGNED_DIGITS}(?:\s+(?i:{SCALE_WORD})\b)?"
+# "2.5bn" is always a scale; "1.5m" is left to the metre
+DIGIT_AMOUNT = rf"{SIGNED_DIGITS}(?:\s+(?i:{SCALE_WORD})\b|\s?(?:bn|mn|mln|bln|tn)\b)?"
 WORD_AMOUNT = (rf"(?i:(?:\bminus\s+)?(?:\b(?:half\s+)?an?\s+(?=(?:{SCALE_WORD}|dozen)\b))?\b(?:{NUMBER_WORD})\b"
                rf"(?:(?:\s+and\s+|\s*-\s*|\s+)(?:{NUMBER_WORD})\b)*"
                rf"(?:\s+point(?:\s+(?:{alternation(DIGIT_WORDS)})\b)+)?(?:\s+and\s+a\s+half\b)?)")
@@ -118,9 +119,10 @@ def digits_value(text: str) -> Decimal:
     negative = text[0] in "-\u2212" or text[:5].lower() == "minus"
     figure = re.search(r"[\d,]+(?:\.\d+)?", text).group().replace(",", "")
     value = Decimal(figure)
-    scale = re.search(rf"(?i:{SCALE_WORD})\s*$", text)
+    scale = re.search(rf"(?i:{SCALE_WORD}|bn|mn|mln|bln|tn)\s*$", text)
     if scale:
-        value *= SCALES[scale.group().lower()]
+        word = scale.group().lower()
+        value *= SCALES.get(word) or SCALE_ABBREVIATIONS[word]
     return -value if negative else value
 
 
