@@ -512,6 +512,7 @@ NUMBER_DIGITS = re.compile(rf"{DIGIT_AMOUNT}(?![^\W\d_])")
 NUMBER_WORDS_RE = re.compile(WORD_AMOUNT)
 WORD_TOKEN = re.compile(rf"(?i:\b(?:{NUMBER_WORD}|and|a|minus|point|half|{alternation(DIGIT_WORDS)})\b)")
 YEAR_RANGE = range(1000, 2200)
+FRACTION_AFTER = re.compile(r"(?i:[ -](?:halves|thirds|quarters|fifths|sixths|sevenths|eighths|ninths|tenths)\b)")
 # "1000 people" counts; "1989 the wall fell" and "in 1989." name a year
 NEXT_WORD = re.compile(r"[ \t]+([a-z]+)")
 AFTER_A_YEAR = set("""the a an and or but when while to with in on at by for of as was were is are saw had has
@@ -541,6 +542,8 @@ def scan_numbers(scan: Scan) -> None:
         for start, end, value, year in _word_numbers(text, match.start(), match.end()):
             if text[start:end].lower() == "one" and _last_word(text[max(0, start - 16):start]) not in ONE_COUNTERS:
                 continue
+            if FRACTION_AFTER.match(text, end):
+                continue  # "two thirds": a fraction, which the check does not read
             scan.add(plain_number(value, start, end, year))
 
 
