@@ -327,7 +327,8 @@ def test_a_place_in_a_race_after_a_verb_of_ranking():
 
 
 def test_a_scale_abbreviation_after_digits():
-    assert same_value("It serves 2.5bn people.", "It serves 2.5 billion people.") == ("number", ("number", 2_500_000_000))
+    assert same_value("It serves 2.5bn people.", "It serves 2.5 billion people.") == (
+        "number", ("number", 2_500_000_000))
 
 
 def test_fractions_are_not_read_as_numbers_or_ordinals():

@@ -38,7 +38,8 @@ DAY_WORDS |= {f"twenty{joint}{word}": 20 + value for word, value in list(DAY_WOR
 DAY = rf"(?:(?P<day>[0-3]?\d)(?:st|nd|rd|th)?|(?P<day_word>(?i:{alternation(DAY_WORDS)}))\b)"
 YEAR = r"(?P<year>\d{4})"
 
-ISO_DATE = re.compile(rf"(?<![\w/.-]){YEAR}(?P<sep>[-/.])(?P<month>[01]?\d)(?P=sep)(?P<day>[0-3]?\d)(?![\d/]|[.-]\d|[A-SU-Za-z])")
+ISO_DATE = re.compile(rf"(?<![\w/.-]){YEAR}(?P<sep>[-/.])(?P<month>[01]?\d)(?P=sep)(?P<day>[0-3]?\d)"
+                      r"(?![\d/]|[.-]\d|[A-SU-Za-z])")  # a T may follow: 1989-11-09T21:00
 NUMERIC_DATE = re.compile(r"(?<![\w/.-])(?P<first>[0-3]?\d)(?P<sep>[/.-])(?P<second>[0-3]?\d)(?P=sep)"
                           r"(?P<year>\d{4})(?![\w/]|[.-]\d)")
 DAY_MONTH_YEAR = re.compile(rf"\b(?:the\s+)?{DAY}\s+(?:of\s+)?{ANY_MONTH},?\s+{YEAR}\b")
@@ -191,7 +192,8 @@ def scan_times(scan: Scan) -> None:
         scan.add(time(0 if match["word"].lower() == "midnight" else 12, 0, match.start(), match.end(), False))
     for match in scan.anchored(CLOCK, digits):
         hour, minute, meridiem = int(match["hour"]), int(match["minute"]), match["meridiem"]
-        if match["sep"] == "." and not meridiem and _previous_word(scan.text, match.start()).lower() not in TIME_BEFORE_DOT:
+        expected = _previous_word(scan.text, match.start()).lower() in TIME_BEFORE_DOT
+        if match["sep"] == "." and not meridiem and not expected:
             continue  # 3.45 is a number unless a.m. or p.m. follows or "at" comes before
         if meridiem:
             if not 1 <= hour <= 12:

@@ -101,10 +101,10 @@ class Scan:
         self.found.append(found)
         self.take(found.start, found.end)
 
-    def free_matches(self, pattern, text: str | None = None) -> Iterator:
-        """The matches of a compiled pattern that overlap nothing taken; each is taken only when
-        the caller adds a fact for it (or calls take)."""
-        for match in pattern.finditer(self.text if text is None else text):
+    def free_matches(self, pattern) -> Iterator:
+        """The matches of a compiled pattern anywhere that overlap nothing taken; each is taken
+        only when the caller adds a fact for it (or calls take)."""
+        for match in pattern.finditer(self.text):
             if self.free(match.start(), match.end()):
                 yield match
 

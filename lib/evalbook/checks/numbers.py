@@ -161,10 +161,6 @@ def _found(kind, value, start, end, needs, provides, family, extra=None) -> Foun
     return Found(kind, value, start, end, frozenset(needs), frozenset(provides), family, extra)
 
 
-def _ends(match: re.Match, group: str) -> tuple[int, int]:
-    return match.start(group), match.end(group)
-
-
 # ---------------------------------------------------------------- money
 
 CURRENCY_SYMBOLS = {
