@@ -95,7 +95,9 @@ def replay_path(value: str) -> Path:
 
 # ---------------------------------------------------------------- reading and checking
 
-class _RepeatedField(ValueError):
+class _RepeatedField(EvalbookError, ValueError):
+    """A key given twice in one line's JSON object (raised by the object hook, caught per line)."""
+
     def __init__(self, key: str):
         super().__init__(key)
         self.key = key
