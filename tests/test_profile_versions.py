@@ -39,6 +39,8 @@ SCORE_KEYS = (
     "simulate",
     "scenarios.enabled", "scenarios.path", "scenarios.repeats", "scenarios.timeout_seconds",
     "scenarios.replay_from",
+    # Which checks are asserted on the answers, and what fails them.
+    "checks",
 )
 # Keys that change where or how a run executes, or what it is called, but no score.
 NOT_SCORE_KEYS = (
@@ -65,16 +67,23 @@ NOT_SCORE_KEYS = (
 
 # profile name -> version -> hash of its score-affecting keys. Keep the old versions' lines.
 RECORDED_HASHES: dict[str, dict[int, str]] = {
-    "scenarios-local": {1: "sha256:e64c463cbea69cc5dcb253959894ad5c0b1a5021a28dcb6493a8968ea3e2102d"},
+    "scenarios-local": {1: "sha256:e64c463cbea69cc5dcb253959894ad5c0b1a5021a28dcb6493a8968ea3e2102d",
+                        2: "sha256:887a97832a17e7da8ef19033b6e4a21ef91db333836316b5918b41daa2dd9d11"},
     "adr014": {1: "sha256:eada95f901b265b60788f769a8430f9f64bf52b7a54561f7146564b74da93f36",
-               2: "sha256:494f01c4d2227945c2317a3896db236331ffbc1aaa950d4603ddc84c3e8e31c3"},
-    "context-local": {1: "sha256:d3a53b00b64e7bfdbb475d8d9aff59436a74cff75ff026f19d2eeb5816c218a8"},
+               2: "sha256:494f01c4d2227945c2317a3896db236331ffbc1aaa950d4603ddc84c3e8e31c3",
+               3: "sha256:f80e7d0f9483f0484fdca51854a27c8ba1ac9acbbf272cf45bd16593b2cc5f5d"},
+    "context-local": {1: "sha256:d3a53b00b64e7bfdbb475d8d9aff59436a74cff75ff026f19d2eeb5816c218a8",
+                      2: "sha256:692e1ec17c811662620d121df8531cf5964eeeb0e77bafc7b1f31f5910ea68f7"},
     "default": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6",
-                2: "sha256:9904c2e64c1ef23d8ecb64bf1d570133067be7ad9c02695bc2457a529ba229bd"},
-    "generate-local": {1: "sha256:e86cb15a6ac46f71c9a3d23ab5e7a65a9c322d1e7e35989dac8384939981c3c7"},
+                2: "sha256:9904c2e64c1ef23d8ecb64bf1d570133067be7ad9c02695bc2457a529ba229bd",
+                3: "sha256:93b2189f0efe31f5501650b56f86f8a217253474fd6ab312fab95017fa5808ed"},
+    "generate-local": {1: "sha256:e86cb15a6ac46f71c9a3d23ab5e7a65a9c322d1e7e35989dac8384939981c3c7",
+                       2: "sha256:b617b7f253e868550dc03121e809efd20fd3359bc7512474a38a62f42bc76e2c"},
     "local-judge": {1: "sha256:6f039804c21fd3f73b326c211b8e46d833e8e6878fdc4711fda65dc58d8ec5d6",
-                    2: "sha256:9904c2e64c1ef23d8ecb64bf1d570133067be7ad9c02695bc2457a529ba229bd"},
-    "openai": {1: "sha256:8cf32d7466f9815d4240db29b91968dd81393c4bb54b0c72cacac2bfd99d29ea"},
+                    2: "sha256:9904c2e64c1ef23d8ecb64bf1d570133067be7ad9c02695bc2457a529ba229bd",
+                    3: "sha256:93b2189f0efe31f5501650b56f86f8a217253474fd6ab312fab95017fa5808ed"},
+    "openai": {1: "sha256:8cf32d7466f9815d4240db29b91968dd81393c4bb54b0c72cacac2bfd99d29ea",
+               2: "sha256:201092a4a75b099cb578f291e1cef04eba9bf360503b3a7a0da347359f588ff4"},
 }
 
 
@@ -178,12 +187,13 @@ def edited_default(tmp_path: Path, key: str, value: Any, version: int | None = N
 @pytest.mark.parametrize("key, value", [
     ("retrieval.k", 6), ("models.bertscore.num_layers", 5), ("judge.metrics.groundedness.threshold", 0.7),
     ("limit", 3), ("judge.embedding.sha256", None), ("judge.base_url", "http://127.0.0.1:8081/v1"),
+    ("checks.facts.fail_missing", True),
 ])
 def test_a_score_change_without_a_bump_is_refused(tmp_path, key, value):
     unbumped = version_problem(edited_default(tmp_path, key, value))
     assert unbumped is not None and "Bump `version:` in default.yaml" in unbumped
-    bumped = version_problem(edited_default(tmp_path, key, value, version=3))
-    assert bumped is not None and "version 3 has no recorded hash" in bumped
+    bumped = version_problem(edited_default(tmp_path, key, value, version=4))
+    assert bumped is not None and "version 4 has no recorded hash" in bumped
 
 
 @pytest.mark.parametrize("key, value", [

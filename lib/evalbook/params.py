@@ -30,14 +30,14 @@ PATH_KEYS = ("input_path", "predictions_path", "outputs_root", "local_outputs_ro
 # Path keys that an override may set; paths in overrides resolve against the working folder.
 OVERRIDE_PATH_KEYS = (*PATH_KEYS, "models.bertscore.baseline_path", "judge.cache_path",
                       "scoring.embedding_cache.path", "generate.cache_path", "scenarios.path",
-                      "scenarios.replay_from")
+                      "scenarios.replay_from", "checks.path")
 REQUIRED_PATH_KEYS = ("input_path", "outputs_root", "local_outputs_root")
 DEFAULT_LOCAL_OUTPUTS_ROOT = "outputs"
 # Keys whose values are text: `-p env=2026` or `-p generator=3.5` must stay strings.
 TEXT_KEYS = frozenset((*PATH_KEYS, "run_id", "env", "name", "description", "generator", "ray_address",
                        "ray_shared_path", "dataset.name", "dataset.split", "scoring.embedding_cache.path",
                        "generate.system_version", "generate.source", "generate.cache_path", "scenarios.path",
-                       "scenarios.replay_from", "simulate.model", "simulate.prompt"))
+                       "scenarios.replay_from", "simulate.model", "simulate.prompt", "checks.path"))
 TEXT_KEY_SUFFIXES = (".name", ".source", ".sha256", ".baseline_path")
 # Keys added after profile-v1 was first used, with the value that reproduces the behaviour
 # before them; each has a line in params/CHANGELOG.md. The embedded profiles set them all.
@@ -57,6 +57,8 @@ ADDED_KEYS: dict[str, Any] = {
     "judge.max_cost_usd": None,
     "generate": {"enabled": False},
     "slices": {"by": "auto", "topics": {"k": None}, "min_n": 10},
+    # before the checks, no answer was checked
+    "checks": {"facts": {"enabled": False, "fail_beyond_reference": False, "fail_missing": False}, "path": None},
     "tracking": {"mlflow": None},
     "simulate": None,
     "scenarios": {"enabled": False},

@@ -27,6 +27,9 @@ import pyarrow.parquet as pq
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
+from evalbook.checks.checksfile import load_checks_file
+from evalbook.checks.protocol import checks_summary
+from evalbook.checks.run import check_settings, run_checks
 from evalbook.errors import EvalbookError
 from evalbook import load as load_module
 from evalbook.files import write_atomically
@@ -583,6 +586,7 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
               "skipped_incomplete_rows": loaded["skipped_incomplete_rows"],
               # a load.json written before warnings were recorded has none
               "warnings": loaded.get("warnings", [])}
+    checks = answer_checks(ctx, canonical)
     with closing(results_cache(ctx.profile)) as cache:
         return build_report(
             run_id=ctx.run_id, timestamp=datetime.now(timezone.utc),
@@ -592,7 +596,24 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
                     "sentence_transformer": scoring["sentence_transformer_model"]},
             canonical=canonical, scored=scored, load_counts=counts,
             k=ctx.profile["retrieval"]["k"], provenance=provenance, judge=judged, generation=generation,
-            slicing=slicing(ctx, loaded), scenarios=scenarios_report(ctx), results_cache=cache)
+            slicing=slicing(ctx, loaded), scenarios=scenarios_report(ctx), checks=checks, results_cache=cache)
+
+
+def answer_checks(ctx: StageContext, canonical: pd.DataFrame) -> tuple[list[list[dict[str, Any]]], dict[str, Any]] | None:
+    """Every check's outcome on each example, as report records, and the run's checks summary
+    (evalbook.checks); None when the profile asks for no check. A run where every check errors
+    fails (NothingChecked)."""
+    config = ctx.profile["checks"]
+    assertions = load_checks_file(resolve_path(config["path"], ctx.profile.root)) if config["path"] else ()
+    settings = check_settings(config, assertions)
+    if not settings.any:
+        return None
+    latency = None
+    if any(a.kind == "latency_ms" for a in settings.assertions) and ctx.artifact(GENERATED).exists():
+        generated = pq.read_table(ctx.artifact(GENERATED), columns=["id", "latency_ms"]).to_pandas()
+        latency = dict(zip(generated["id"], generated["latency_ms"]))
+    outcomes = run_checks(canonical, settings, latency)
+    return [[outcome.as_record() for outcome in example] for example in outcomes], checks_summary(outcomes)
 
 
 def results_cache(profile: Profile) -> ResultCache:

@@ -42,7 +42,9 @@ from evalbook.errors import PublishFailed, RunFailed
 from evalbook.execution import NOTEBOOKS, execute_stage, mark_not_tracked, mark_not_uploaded, rebuild_index
 from evalbook.files import write_new
 from evalbook.interrupts import RunInterrupted, interrupts_raised, signals_held
-from evalbook.load import LoadError, metadata_column_names
+from evalbook.checks.checksfile import check_against_data, check_against_scenarios, load_checks_file
+from evalbook.checks.facts import CHECK as FACT_CHECK
+from evalbook.load import LoadError, metadata_column_names, read_records
 from evalbook.layout import (ALL_STAGES, CONVERSE_STAGE, FAILED_MARKER, INCOMPLETE_MARKER, GENERATE_STAGE, HEADLINE_FILE, PROVENANCE, REPORT_STAGE, RUNNING_MARKER, existing_run, params_file,
                              report_path, run_folder, run_json)
 from evalbook.params import (ParamsError, Profile, check_input_files, is_remote, load_profile, local_outputs_root,
@@ -220,6 +222,36 @@ def check_scenario_file(profile: Profile, log: TextIO | None = None) -> None:
               file=log, flush=True)
 
 
+def check_checks_file(profile: Profile) -> None:
+    """With `checks.path`, the checks file is read and checked before the run folder is written
+    (ChecksFileError, exit 2, naming the file, the entry and the field): its own problems, then
+    what it asks of the data, from the local input files as 01_load reads them (ids and
+    metadata columns that exist, latency limits only where 00_generate asks the system), and of
+    the scenario file (its scenario checks' ids). A remote input is 04_report's to check."""
+    path = profile["checks"]["path"]
+    if path is None:
+        return
+    origin = resolve_path(path, profile.root)
+    assertions = load_checks_file(origin)
+    scenarios = None
+    if profile["scenarios"]["enabled"]:
+        scenarios = [s.id for s in load_scenarios(resolve_path(profile["scenarios"]["path"], profile.root))]
+    check_against_scenarios(assertions, scenarios, origin)
+    input_path = profile.path("input_path")
+    predictions = None if profile["generate"]["enabled"] else profile.path("predictions_path")
+    if "://" in input_path or (predictions is not None and "://" in predictions):
+        return
+    try:
+        examples = read_records(input_path, profile["dataset"]["split"])
+        columns = metadata_column_names(input_path, predictions, profile["dataset"]["split"])
+    except LoadError:
+        return  # 01_load reports an unreadable file with its row and column
+    ids = examples["id"].tolist() if "id" in examples.columns else []
+    check_against_data([a for a in assertions if a.turn is None], ids, columns,
+                       has_latency=profile["generate"]["enabled"], has_cost=False, origin=origin,
+                       builtin_names={FACT_CHECK})
+
+
 def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> PlannedRun:
     """Every check a run needs before its folder is written; ParamsError (exit 2) on the first
     that fails: the profile and overrides, the local input files, the models and the BERTScore
@@ -230,6 +262,7 @@ def plan_run(params_path: str, overrides: list[str] | None, log: TextIO) -> Plan
     check_input_files(profile, parsed)
     check_slices_by(profile, parsed)
     check_scenario_file(profile, log)
+    check_checks_file(profile)
     models = resolve_profile_models(profile)
     values = resolved_values(profile)
     bertscore = values["models"]["bertscore"]

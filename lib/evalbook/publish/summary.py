@@ -41,6 +41,7 @@ from evalbook.files import write_new
 from evalbook.layout import SUMMARY_FILE
 from evalbook.metrics import METRICS
 from evalbook.metrics import metric as registered
+from evalbook.report.checks import failing_answers
 from evalbook.report.failures import where_it_fails
 from evalbook.report.headline import first_screen
 from evalbook.templating import render
@@ -83,7 +84,18 @@ def page_links(folder: Path, pages: Iterable[tuple[str, str | Path | None]]) -> 
 def run_summary_md(report: dict[str, Any], links: Sequence[Link]) -> str:
     """The run's summary (module docstring) as GitHub-flavoured Markdown."""
     return render("summary_run.md", **first_screen(report), where_it_fails=where_it_fails(report),
-                  links=_quoted(links))
+                  failures=_first_failures(report), links=_quoted(links))
+
+
+SHOWN_FAILURES = 5  # failing answers named in a run's summary.md, worst first
+
+
+def _first_failures(report: dict[str, Any]) -> list[dict[str, str]]:
+    """The first SHOWN_FAILURES answers that failed a check (report.checks.failing_answers'
+    order), each with its id and its failed checks' reasons on one shortened line."""
+    frame = failing_answers(report).head(SHOWN_FAILURES)
+    return [{"id": shortened(row["id"], 80), "reasons": shortened(row["failed checks"].replace("\n", "; "))}
+            for _, row in frame.iterrows()]
 
 
 # ---------------------------------------------------------------- a comparison

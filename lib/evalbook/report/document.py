@@ -20,7 +20,7 @@ from evalbook.resultcache import ResultCache
 from evalbook.stats import BOOTSTRAP, PERCENTILE_METHOD, mean_interval, rate, summarize
 from evalbook.validation import ReportError, validate_report
 
-SCHEMA_VERSION = "1.12"
+SCHEMA_VERSION = "1.13"
 INTERVAL_METHOD = (
     "percentile bootstrap of the mean over the examples with a value: numpy.random.default_rng(seed) "
     "draws `resamples` resamples of n indices with replacement; the interval is the (1 - confidence) / 2 "
@@ -116,6 +116,7 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
                  generation: dict[str, Any] | None = None,
                  slicing: dict[str, Any] | None = None,
                  scenarios: dict[str, Any] | None = None,
+                 checks: tuple[list[list[dict[str, Any]]], dict[str, Any]] | None = None,
                  results_cache: ResultCache | None = None) -> dict[str, Any]:
     """Assemble the report; `timestamp` must be timezone-aware UTC.
 
@@ -125,8 +126,10 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
     `metadata_types` (01_load's), the profile's `by` and `min_n`, and 02_score's `topics`
     record (None when topics are off); without it the report has no slices (`slices` null).
     `scenarios` is the scenarios section (evalbook.scenarios.report), None when the run
-    simulated no conversation. `results_cache` keeps the slices' tests between runs
-    (evalbook.resultcache); it changes no number.
+    simulated no conversation. `checks` is each example's check outcomes (as records, in the
+    canonical order) and the run's checks summary (evalbook.checks.protocol), None when no check
+    ran. `results_cache` keeps the slices' tests between runs (evalbook.resultcache); it changes
+    no number.
     """
     if timestamp.utcoffset() is None or timestamp.utcoffset().total_seconds() != 0:
         raise ReportError("the report timestamp must be timezone-aware UTC")
@@ -141,6 +144,9 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
     examples = example_records(canonical, scored)
     for example in examples:
         example["judge"] = judge["records"].get(example["id"])
+    if checks is not None:
+        for example, outcomes in zip(examples, checks[0], strict=True):
+            example["checks"] = outcomes
     if judge["models_judge"] is not None:
         models = {**models, "judge": judge["models_judge"]}
     slices = None
@@ -169,6 +175,7 @@ def build_report(*, run_id: str, timestamp: datetime, dataset: dict[str, Any],
         "intervals": intervals(examples, judge["summary"]["metrics"]),
         "slices": slices,
         "scenarios": scenarios,
+        "checks_summary": None if checks is None else checks[1],
         "examples": examples,
         "provenance": {**provenance, "percentile_method": PERCENTILE_METHOD},
     }

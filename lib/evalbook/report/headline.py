@@ -16,6 +16,7 @@ from typing import Any
 from evalbook.judge.display import plain_reason
 from evalbook.metrics import METRICS, Metric
 from evalbook.metrics import metric as registered
+from evalbook.report.checks import checks_view
 from evalbook.report.reader import RunReport
 from evalbook.templating import render
 
@@ -102,13 +103,15 @@ def first_screen(report: RunReport | dict[str, Any]) -> dict[str, Any]:
     and summary_run.md render: dataset, run_id, generator, generation (None unless 00_generate
     asked for the answers), judge (ran, label, reason), models (the pins), confidence, metrics
     (one row per headline metric with an interval: label, k, mean, low, high, n, passing),
-    pass_rates (rate and threshold by judged metric) and counts."""
+    pass_rates (rate and threshold by judged metric), counts, and checks (how many answers
+    failed a check, and what the similarity metrics cannot see; None without checks)."""
     view = RunReport.of(report)
     data = view.data
     return {"dataset": data["dataset"], "run_id": data["run_id"], "generator": data["models"].get("generator"),
             "generation": data.get("generation_summary") or None, "judge": _judge(view.judge_summary),
             "models": _model_pins(data), "confidence": (data.get("intervals") or {}).get("confidence", 0.95),
-            "metrics": _metric_rows(data), "pass_rates": _pass_rates(data), "counts": counts(data)}
+            "metrics": _metric_rows(data), "pass_rates": _pass_rates(data), "counts": counts(data),
+            "checks": checks_view(data)}
 
 
 def headline_html(report: RunReport | dict[str, Any], earlier: dict[str, Any] | None = None) -> str:
