@@ -47,7 +47,7 @@ SIGNED_DIGITS = rf"(?:(?i:\bminus\s+)|(?<![\w.,/)\]])[-\u2212](?=\d))?(?<![\w.,/
 # "2.5bn" is always a scale; "1.5m" is left to the metre
 DIGIT_AMOUNT = rf"{SIGNED_DIGITS}(?:\s+(?i:{SCALE_WORD})\b|\s?(?:bn|mn|mln|bln|tn)\b)?"
 WORD_AMOUNT = (rf"(?i:(?:\bminus\s+)?(?:\b(?:half\s+)?an?\s+(?=(?:{SCALE_WORD}|dozen)\b))?\b(?:{NUMBER_WORD})\b"
-               rf"(?:(?:\s+and\s+|\s*-\s*|\s+)(?:{NUMBER_WORD})\b)*"
+               rf"(?:(?:\s+and\s+|\s*-\s*|\s+)(?:{NUMBER_WORD})\b){{0,15}}"  # bounded: see LONGEST_NUMBER
                rf"(?:\s+point(?:\s+(?:{alternation(DIGIT_WORDS)})\b)+)?(?:\s+and\s+a\s+half\b)?)")
 HALF_AN = r"(?i:\bhalf\s+an?)"  # "half an hour": only before a unit
 AMOUNT = rf"(?:{DIGIT_AMOUNT}|{WORD_AMOUNT}|{HALF_AN})"
@@ -457,8 +457,11 @@ def same_quantity(one: Found, other: Found) -> bool:
     (unit, value, places), (other_unit, other_value, other_places) = one.extra, other.extra
     if unit[0] != other_unit[0] or unit[1:] == other_unit[1:]:
         return False
-    return (_rounded(from_base(to_base(value, unit), other_unit), other_places) == other_value
-            or _rounded(from_base(to_base(other_value, other_unit), unit), places) == value)
+    try:
+        return (_rounded(from_base(to_base(value, unit), other_unit), other_places) == other_value
+                or _rounded(from_base(to_base(other_value, other_unit), unit), places) == value)
+    except InvalidOperation:  # more digits than a Decimal keeps: no conversion makes it the other
+        return False
 
 
 def _rounded(value: Decimal, places: int) -> Decimal:
@@ -535,6 +538,7 @@ def scan_numbers(scan: Scan) -> None:
             year = not following or following.group(1) in AFTER_A_YEAR
         scan.add(plain_number(value, match.start(), match.end(), year))
     for match in scan.anchored(NUMBER_WORDS_RE, amount_starts(scan)):
+        scan.take(match.start(), match.end())  # a run read once, even when it gives no number
         for start, end, value, year in _word_numbers(text, match.start(), match.end()):
             if text[start:end].lower() == "one" and _last_word(text[max(0, start - 16):start]) not in ONE_COUNTERS:
                 continue
@@ -543,17 +547,20 @@ def scan_numbers(scan: Scan) -> None:
             scan.add(plain_number(value, start, end, year))
 
 
+LONGEST_NUMBER = 16  # words; "seven hundred and seventy-seven thousand seven hundred and seventy-seven" is 12
+
+
 def _word_numbers(text: str, start: int, end: int):
     """The numbers in a run of number words: the whole run when it is one number, else its longest
     readable pieces from the left ("one or two" never gets here; "twenty twenty" is a year)."""
-    read = words_value(text[start:end])
+    tokens = [(m.start(), m.end()) for m in WORD_TOKEN.finditer(text, start, end)]
+    read = words_value(text[start:end]) if len(tokens) <= LONGEST_NUMBER else None
     if read is not None:
         yield start, end, read[0], read[1] and int(read[0]) in YEAR_RANGE
         return
-    tokens = [(m.start(), m.end()) for m in WORD_TOKEN.finditer(text, start, end)]
     index = 0
     while index < len(tokens):
-        for stop in range(len(tokens), index, -1):
+        for stop in range(min(len(tokens), index + LONGEST_NUMBER), index, -1):
             piece = text[tokens[index][0]:tokens[stop - 1][1]]
             if piece.lower().split()[-1] in ("and", "a", "minus", "point"):
                 continue
