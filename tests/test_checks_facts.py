@@ -306,3 +306,12 @@ def test_the_answers_one_new_name_for_the_references_one_left_out_is_changed():
     context = "The house was designed by Bunny Williams for Southern Living."
     assert fails("Southern Living.", "Bunny Williams.", context).reason == \
         "Southern Living: the reference says Bunny Williams"
+
+
+def test_a_context_name_in_another_place_among_the_facts_is_beyond_the_reference():
+    context = "The Golden Gate Bridge opened in 1937. It is painted International Orange."
+    outcome = passes("It opened in 1937 and is painted International Orange.",
+                     "The Golden Gate Bridge opened in 1937.", context)
+    assert outcome.details["beyond_reference"] == [{"kind": "name", "answer": "International Orange"}]
+    assert fails("The Brooklyn Bridge opened in 1937.", "The Golden Gate Bridge opened in 1937.",
+                 context).reason == "Brooklyn Bridge: the reference says Golden Gate Bridge"

@@ -227,7 +227,9 @@ def check_facts(answer: str, reference: str, context: str | None = None,
     rank: dict[str, int] = {}
     for found in pending:
         candidates = [other for other in left_out if other.family == found.family]
-        alone = sum(other.family == found.family for other in pending) == 1
+        alone = (sum(other.family == found.family for other in pending) == 1 and len(candidates) == 1
+                 and _agreeing_before(found, answer_facts, reference_side)
+                 == _agreeing_before(candidates[0], reference_facts, answer_side))
         replaced = _replaced(found, candidates, rank, answer_side, reference_side, in_context, alone)
         if replaced is not None:
             changed.append((found, replaced))
@@ -271,20 +273,26 @@ def _repeated_in_place(answer_side: _Side, reference_side: _Side, left_out: list
     return found_changes
 
 
+def _agreeing_before(found: Found, facts: list[Found], other_side: _Side) -> int:
+    """How many facts that the other text holds come before this one: a fact's place among the
+    facts both texts agree on."""
+    return sum(1 for other in facts if other.start < found.start and other_side.holds(other))
+
+
 def _replaced(found: Found, candidates: list[Found], rank: dict[str, int], answer_side: _Side,
               reference_side: _Side, in_context: Callable[[Found], bool], alone: bool) -> Found | None:
     """The reference fact that an answer fact stands in place of, or None. A candidate written
     between the same words comes first; else they pair in the order written. A name that the
     context holds replaces another only between the same words, or when it is the answer's one
-    new name and the reference's one left out: a good answer adds names from its context far more
-    often than it swaps two."""
+    new name and the reference's one left out, in the same place among the facts both hold (after
+    as many of them): a good answer adds names from its context far more often than it swaps two."""
     if not candidates:
         return None
     around = answer_side.neighbours(found)
     alike = [other for other in candidates if around & reference_side.neighbours(other)]
     if alike:
         return alike[0]
-    if found.kind == "name" and not (alone and len(candidates) == 1) and in_context(found):
+    if found.kind == "name" and not alone and in_context(found):
         return None
     index = rank.get(found.family, 0)
     rank[found.family] = index + 1
