@@ -347,3 +347,18 @@ def test_a_long_run_of_number_words_is_read_in_linear_time():
 def test_a_figure_too_long_for_a_decimal_is_compared_without_error():
     long = "9" * 60  # converting it to miles and rounding raised decimal.InvalidOperation
     assert check_facts(f"It is {long} km long.", f"It is {long} miles long.").status == "fail"
+
+
+def test_an_amount_with_its_hundredths_after_the_currency_word():
+    assert same_value("It costs twelve pounds fifty.", "It costs £12.50.", "It costs 12 pounds 50p.") == (
+        "money", ("GBP", Decimal("12.5")))
+    assert only("It costs 5 dollars and 20 cents.").value == ("USD", Decimal("5.2"))
+    assert [f.value for f in facts("It costs 5 dollars 20 times a year.")] == [("USD", 5), ("number", 20)]
+
+
+def test_weekday_abbreviations():
+    assert [f.value for f in facts("Open Mon-Fri, and on Tue. evenings.")] == [
+        ("weekday", 0), ("weekday", 4), ("weekday", 1)]
+    assert [f.value for f in facts("Tours run Sat and Sun.")] == [("weekday", 5), ("weekday", 6)]
+    assert [f.kind for f in facts("She reads The Sun daily.")] == ["name"]
+    assert facts("They sat down.", "weekday") == []

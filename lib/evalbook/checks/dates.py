@@ -281,6 +281,30 @@ def scan_weekdays(scan: Scan) -> None:
                          else match.end("day")))
 
 
+WEEKDAY_ABBREVIATIONS = {"Mon": 0, "Tue": 1, "Tues": 1, "Wed": 2, "Thu": 3, "Thur": 3, "Thurs": 3, "Fri": 4,
+                         "Sat": 5, "Sun": 6}
+WEEKDAY_ABBREVIATION = re.compile(rf"(?P<day>{alternation(WEEKDAY_ABBREVIATIONS)})\b\.?")
+# "Sun", "Sat" and "Wed" are words and a paper too: a weekday only beside another weekday or a day
+ALSO_WORDS = {"Sun", "Sat", "Wed"}
+NEAR_WEEKDAY = re.compile(rf"(?i:\b(?:{alternation(WEEKDAYS)}|{alternation(WEEKDAY_ABBREVIATIONS)})\b)")
+
+
+def scan_weekday_abbreviations(scan: Scan, sentence_start) -> None:
+    """Mon, Tue., Thurs: capitalised, not starting a sentence, not before a name."""
+    text = scan.text
+    lexicon = {abbreviation.lower() for abbreviation in WEEKDAY_ABBREVIATIONS}
+    for match in scan.anchored(WEEKDAY_ABBREVIATION, scan.word_starts(lexicon)):
+        day = match["day"]
+        if sentence_start(text, match.start()) or _next_is_name(text, match.end()):
+            continue
+        if day in ALSO_WORDS and not (
+                NEAR_WEEKDAY.search(text, max(0, match.start() - 12), match.start())
+                or NEAR_WEEKDAY.search(text, match.end(), match.end() + 12)
+                or re.match(r"\s*,?\s*\d", text[match.end():match.end() + 4])):
+            continue
+        scan.add(weekday(WEEKDAY_ABBREVIATIONS[day], match.start(), match.end("day")))
+
+
 def scan_months(scan: Scan, sentence_start) -> None:
     text = scan.text
     for match in scan.anchored(MONTH_ALONE, scan.word_starts(MONTHS)):

@@ -90,6 +90,7 @@ def _read(text: str) -> _Read:
     numbers.scan_ordinals(scan)
     numbers.scan_numbers(scan)
     dates.scan_weekdays(scan)
+    dates.scan_weekday_abbreviations(scan, names.sentence_start)
     dates.scan_months(scan, names.sentence_start)
     facts = tuple(sorted(scan.found, key=lambda found: found.start))
     return _Read(text, facts, frozenset().union(*(found.provides for found in facts)),

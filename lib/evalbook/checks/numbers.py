@@ -194,6 +194,10 @@ MONEY_AFTER = re.compile(
     rf"|sterling|euros?|yen|yuan|renminbi|rupees?|francs?|pence|penny|cents?))\b"
     rf"|(?P<code>{CODE})\b|(?P<symbol>[€£¥₹]))")
 PENCE = re.compile(rf"(?<![\w.,/])(?P<first>{DIGITS})p\b")
+# "twelve pounds fifty", "5 dollars and 20 cents": the hundredths after the whole amount, when a
+# hundredths word or the end of the clause follows them
+CENTS_AFTER = re.compile(rf"\s+(?:and\s+)?(?P<cents>{WORD_AMOUNT}|\d{{1,2}}(?!\d))"
+                         rf"(?:(?P<unit>\s*(?:p|pence|cents?)\b)|(?=\s*(?:[.,;:!?)]|$|\s+(?:and|or|per|each|a|an)\b)))")
 
 
 def _scaled(value: Decimal, scale: str | None) -> Decimal:
@@ -247,8 +251,13 @@ def scan_money(scan: Scan) -> None:
         if match["second"]:
             scan.add(money(code, values[0], match.start(), match.end("first"), pounds))
             scan.add(money(code, values[1], match.start("second"), match.end(), pounds))
-        else:
-            scan.add(money(code, values[0], match.start(), match.end(), pounds))
+            continue
+        end, value = match.end(), values[0]
+        cents = CENTS_AFTER.match(text, end) if word and kind not in HUNDREDTHS and value == int(value) else None
+        if cents and (cents_value := amount_value(cents["cents"])) is not None and 0 < cents_value < 100 \
+                and cents_value == int(cents_value):
+            end, value = cents.end("cents") if not cents["unit"] else cents.end(), value + cents_value / 100
+        scan.add(money(code, value, match.start(), end, pounds))
     for match in scan.anchored(PENCE, scan.digit_starts()):
         scan.add(money("GBP", digits_value(match["first"]) / 100, match.start(), match.end()))
 
