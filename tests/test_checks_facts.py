@@ -315,3 +315,10 @@ def test_a_context_name_in_another_place_among_the_facts_is_beyond_the_reference
     assert outcome.details["beyond_reference"] == [{"kind": "name", "answer": "International Orange"}]
     assert fails("The Brooklyn Bridge opened in 1937.", "The Golden Gate Bridge opened in 1937.",
                  context).reason == "Brooklyn Bridge: the reference says Golden Gate Bridge"
+
+
+def test_a_peoples_adjective_and_its_country_hold_each_other():
+    passes("It is the French capital.", "It is the capital of France.")
+    passes("It is the capital of France.", "It is the French capital.")
+    assert fails("It is the German capital.", "It is the capital of France.").reason == \
+        "German: the reference says France"

@@ -36,6 +36,23 @@ meanwhile instead otherwise other another such any several few more less only ju
 note see answer question example examples based given let here's there's what's that's it’s i’m""".split())
 SKIPPED_BEFORE = set(" \t\r\"'“”‘’([{*•·–—-#>|\x00")
 LIST_ITEM = re.compile(r"\(?(?:\d{1,2}|[a-zA-Z]|[ivx]{1,4})\)")
+# a people's adjective and its place, both ways ("French" and "France"); compared in lower case
+DEMONYMS = {
+    "american": "america", "british": "britain", "english": "england", "scottish": "scotland", "welsh": "wales",
+    "irish": "ireland", "french": "france", "german": "germany", "italian": "italy", "spanish": "spain",
+    "portuguese": "portugal", "dutch": "netherlands", "belgian": "belgium", "swiss": "switzerland",
+    "austrian": "austria", "swedish": "sweden", "norwegian": "norway", "danish": "denmark", "finnish": "finland",
+    "polish": "poland", "greek": "greece", "turkish": "turkey", "russian": "russia", "ukrainian": "ukraine",
+    "chinese": "china", "japanese": "japan", "korean": "korea", "indian": "india", "pakistani": "pakistan",
+    "australian": "australia", "canadian": "canada", "mexican": "mexico", "brazilian": "brazil",
+    "argentine": "argentina", "argentinian": "argentina", "egyptian": "egypt", "nigerian": "nigeria",
+    "kenyan": "kenya", "african": "africa", "european": "europe", "asian": "asia", "israeli": "israel",
+    "iranian": "iran", "iraqi": "iraq", "thai": "thailand", "vietnamese": "vietnam", "indonesian": "indonesia",
+    "filipino": "philippines", "tasmanian": "tasmania", "texan": "texas", "californian": "california",
+    "hungarian": "hungary", "czech": "czechia", "romanian": "romania", "scandinavian": "scandinavia",
+}
+COUNTRY_WORDS = {people: (place,) for people, place in DEMONYMS.items()} | {
+    place: tuple(people for people, its in DEMONYMS.items() if its == place) for place in set(DEMONYMS.values())}
 POSSESSIVE = re.compile(r"['’]s\b")
 PUNCTUATION = str.maketrans("", "", ".'’")
 WORD = re.compile(r"[^\W_]+(?:&[^\W_]+)*")
@@ -176,8 +193,16 @@ def held_name(found: Found, text_names: Callable[[], list[Found]],
               text_streams: Callable[[], tuple[str, str]]) -> bool:
     """Whether a text holds the name: its words together there (a short one in its own case: "US"
     is not "us"), one of the text's `names` whose words are all in it or hold all of it, or the
-    initials of one."""
+    initials of one; a people's adjective and its country hold each other ("French", "France")."""
     words, cased = found.extra
+    if _held_words(words, cased, text_names, text_streams):
+        return True
+    return any(_held_words((other,), other, text_names, text_streams)
+               for other in COUNTRY_WORDS.get(" ".join(words), ()))
+
+
+def _held_words(words: tuple[str, ...], cased: str, text_names: Callable[[], list[Found]],
+                text_streams: Callable[[], tuple[str, str]]) -> bool:
     joined = " ".join(words)
     with_case, lower = text_streams()
     if len(words) == 1 and len(joined) <= 3:
@@ -192,7 +217,7 @@ def held_name(found: Found, text_names: Callable[[], list[Found]],
         if theirs and mine and (theirs <= mine or mine <= theirs):
             return True
     acronym = len(words) == 1 and cased.isupper() and 2 <= len(cased) <= 6
-    if acronym and joined in _initials_across_and(names, text_streams()[0]):
+    if acronym and joined in _initials_across_and(names, with_case):
         return True
     for other in names:
         other_words, other_cased = other.extra
