@@ -226,9 +226,10 @@ def check_facts(answer: str, reference: str, context: str | None = None,
     unsupported: list[Found] = []
     beyond: list[Found] = []
     rank: dict[str, int] = {}
+    new_of_family = Counter(found.family for found in pending)
     for found in pending:
         candidates = [other for other in left_out if other.family == found.family]
-        alone = (sum(other.family == found.family for other in pending) == 1 and len(candidates) == 1
+        alone = (new_of_family[found.family] == 1 and len(candidates) == 1
                  and _agreeing_before(found, answer_facts, reference_side)
                  == _agreeing_before(candidates[0], reference_facts, answer_side))
         replaced = _replaced(found, candidates, rank, answer_side, reference_side, in_context, alone)
