@@ -322,3 +322,9 @@ def test_a_peoples_adjective_and_its_country_hold_each_other():
     passes("It is the capital of France.", "It is the French capital.")
     assert fails("It is the German capital.", "It is the capital of France.").reason == \
         "German: the reference says France"
+
+
+def test_the_same_figure_in_another_unit_is_changed_even_when_the_context_has_it():
+    context = "The bag weighs 5 kg and the walk is 5 km."
+    assert fails("The bag weighs 5 km.", "The bag weighs 5 kg.", context).reason == "5 km: the reference says 5 kg"
+    assert fails("It costs 20%.", "It costs £20.", "A 20% tip; it costs £20.").reason == "20%: the reference says £20"

@@ -228,7 +228,10 @@ def check_facts(answer: str, reference: str, context: str | None = None,
     rank: dict[str, int] = {}
     new_of_family = Counter(found.family for found in pending)
     for found in pending:
-        candidates = [other for other in left_out if other.family == found.family]
+        written = _written_number(found)
+        candidates = [other for other in left_out if other.family == found.family] + [
+            other for other in left_out if other.family != found.family
+            and written is not None and _written_number(other) == written]
         alone = (new_of_family[found.family] == 1 and len(candidates) == 1
                  and _agreeing_before(found, answer_facts, reference_side)
                  == _agreeing_before(candidates[0], reference_facts, answer_side))
@@ -273,6 +276,16 @@ def _repeated_in_place(answer_side: _Side, reference_side: _Side, left_out: list
                 written[(found.kind, found.value)] -= 1
                 break
     return found_changes
+
+
+def _written_number(found: Found):
+    """The figure of an amount, a percentage or a quantity as written (5 of "5 km"), by which one
+    replaces another of a different unit ("5 km" for "5 kg"); None for other kinds."""
+    if found.kind in ("money", "percent"):
+        return found.value[1]
+    if found.kind == "quantity":
+        return found.extra[1]
+    return None
 
 
 def _agreeing_before(found: Found, facts: list[Found], other_side: _Side) -> int:
