@@ -254,9 +254,9 @@ def check_facts(answer: str, reference: str, context: str | None = None,
 
 def _repeated_in_place(answer_side: _Side, reference_side: _Side, left_out: list[Found],
                        changed: list[tuple[Found, Found]]) -> list[tuple[Found, Found]]:
-    """Changes to a value the reference also has elsewhere: "It ran 6 hours in 6 years" for
-    "5 hours in 6 years". An answer fact written more often than the reference writes it, between
-    the words around a reference fact of its kind that the answer leaves out, replaced that one."""
+    """Changes to a value the reference also has elsewhere: "6 rooms and 6 doors" for "5 rooms and
+    6 doors". An answer fact written more often than the reference writes it, between the words
+    around a reference fact of its kind that the answer leaves out, replaced that one."""
     paired = {(other.start, other.end) for _, other in changed}
     open_facts = [found for found in left_out if found.kind != "name" and (found.start, found.end) not in paired
                   and found in reference_side.read.facts]
