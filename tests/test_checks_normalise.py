@@ -362,3 +362,7 @@ def test_weekday_abbreviations():
     assert [f.value for f in facts("Tours run Sat and Sun.")] == [("weekday", 5), ("weekday", 6)]
     assert [f.kind for f in facts("She reads The Sun daily.")] == ["name"]
     assert facts("They sat down.", "weekday") == []
+
+
+def test_a_fraction_with_a_slash_is_no_number():
+    assert facts("About 3/4 of them came in 2019/20.") == []

@@ -516,7 +516,7 @@ def _last_word(text: str) -> str:
     return words[-1].lower() if words else ""
 
 
-NUMBER_DIGITS = re.compile(rf"{DIGIT_AMOUNT}(?![^\W\d_])")
+NUMBER_DIGITS = re.compile(rf"{DIGIT_AMOUNT}(?![^\W\d_]|/\d)")  # 3/4 is a fraction, 2019/20 a season
 NUMBER_WORDS_RE = re.compile(WORD_AMOUNT)
 WORD_TOKEN = re.compile(rf"(?i:\b(?:{NUMBER_WORD}|and|a|minus|point|half|{alternation(DIGIT_WORDS)})\b)")
 YEAR_RANGE = range(1000, 2200)
