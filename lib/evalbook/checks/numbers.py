@@ -185,14 +185,14 @@ CODE = alternation(CURRENCY_CODES)
 SCALE_AFTER = rf"(?:\s+(?i:{SCALE_WORD})\b|\s?(?:{alternation(SCALE_ABBREVIATIONS)}|K|M|B|BN)\b)"
 UNSIGNED = rf"(?<![\w.,/]){DIGITS}"
 MONEY_BEFORE = re.compile(
-    rf"(?:(?<![\w$£€¥₹])(?P<symbol>{SYMBOL}|\bRs\.?)|\b(?P<code>{CODE}))\s?(?P<sign>[-\u2212])?"
+    rf"(?:(?<![\w$£€¥₹])(?P<symbol>{SYMBOL}|\bRs\.?)|\b(?P<iso>{CODE}))\s?(?P<sign>[-\u2212])?"
     rf"(?P<first>{UNSIGNED})(?P<scale1>{SCALE_AFTER})?"
     rf"(?:\s*(?:[-\u2013]|\bto\b)\s*(?:{SYMBOL}|{CODE})?\s?(?P<second>{UNSIGNED})(?P<scale2>{SCALE_AFTER})?)?")
 MONEY_AFTER = re.compile(
     rf"(?P<first>{AMOUNT})(?:\s*(?:[-\u2013]|\bto\b)\s*(?P<second>{AMOUNT}))?\s*(?:-\s*)?"
     rf"(?:(?P<word>(?i:(?:(?:{alternation(DOLLAR_COUNTRIES)})\s+)?dollars?|pounds?(?:\s+sterling)?"
     rf"|sterling|euros?|yen|yuan|renminbi|rupees?|francs?|pence|penny|cents?))\b"
-    rf"|(?P<code>{CODE})\b|(?P<symbol>[€£¥₹]))")
+    rf"|(?P<iso>{CODE})\b|(?P<symbol>[€£¥₹]))")
 PENCE = re.compile(rf"(?<![\w.,/])(?P<first>{DIGITS})p\b")
 # "twelve pounds fifty", "5 dollars and 20 cents": the hundredths after the whole amount, when a
 # hundredths word or the end of the clause follows them
@@ -222,7 +222,7 @@ def scan_money(scan: Scan) -> None:
     symbols = any(symbol in text for symbol in "£€$¥₹₩₽₺₪₦") or "Rs" in text or any(
         code in text for code in CURRENCY_CODES)
     for match in (scan.free_matches(MONEY_BEFORE) if symbols else ()):
-        code = (CURRENCY_SYMBOLS[match["symbol"]] if match["symbol"] else CURRENCY_CODES[match["code"]])
+        code = (CURRENCY_SYMBOLS[match["symbol"]] if match["symbol"] else CURRENCY_CODES[match["iso"]])
         sign = -1 if match["sign"] else 1
         scale2 = match["scale2"]
         first = sign * _scaled(digits_value(match["first"]), match["scale1"] or scale2)
@@ -239,7 +239,7 @@ def scan_money(scan: Scan) -> None:
             code = next((c for country, c in DOLLAR_COUNTRIES.items() if word.startswith(country + " ")),
                         CURRENCY_WORDS[kind]) if kind == "dollar" else CURRENCY_WORDS[kind]
         else:
-            code = CURRENCY_CODES.get(match["code"]) or CURRENCY_SYMBOLS[match["symbol"]]
+            code = CURRENCY_CODES.get(match["iso"]) or CURRENCY_SYMBOLS[match["symbol"]]
         values = [amount_value(match["first"])] + ([amount_value(match["second"])] if match["second"] else [])
         if None in values:
             continue
