@@ -366,3 +366,26 @@ def test_weekday_abbreviations():
 
 def test_a_fraction_with_a_slash_is_no_number():
     assert facts("About 3/4 of them came in 2019/20.") == []
+
+
+@pytest.mark.parametrize("answer, reference, status", [
+    ("Water boils at 100 °F.", "Water boils at 100 °C.", "fail"),  # one figure on two scales
+    ("Water boils at 100 degrees.", "Water boils at 100 °C.", "pass"),  # a bare degree holds either
+    ("Water boils at 100 °C.", "Water boils at 100 degrees.", "pass"),
+    ("It is on the last Sat. of Sept.", "It is on the last Saturday of September.", "pass"),
+    ("It is on the last Sun. of Sept.", "It is on the last Saturday of September.", "fail"),
+    ("Open from 1 to 28 February.", "Open from 1 February to 28 February.", "pass"),  # a range's first day
+    ("Open from 2 to 28 February.", "Open from 1 February to 28 February.", "fail"),
+])
+def test_scales_abbreviations_alone_and_day_ranges(answer, reference, status):
+    from evalbook.checks.facts import check_facts
+
+    assert check_facts(answer, reference).status == status
+
+
+def test_an_abbreviation_alone_is_a_month_or_a_weekday_only_after_a_word_of_time():
+    from evalbook.checks.facts import extract_facts
+
+    assert [(f.kind, f.text) for f in extract_facts("We met in Jan and again on Sun.")] == [
+        ("month", "Jan"), ("weekday", "Sun")]
+    assert [(f.kind, f.text) for f in extract_facts("She said Jan sat with Sun Li.")] == [("name", "Jan"), ("name", "Sun Li")]

@@ -47,6 +47,9 @@ MONTH_DAY_YEAR = re.compile(rf"\b{ANY_MONTH}\s+(?:the\s+)?{DAY},?\s+{YEAR}\b")
 DAY_MONTH = re.compile(rf"\b(?:the\s+)?{DAY}\s+(?:of\s+)?{CAPITAL_MONTH}")
 MONTH_DAY = re.compile(rf"\b{CAPITAL_MONTH}\s+(?:the\s+)?{DAY}\b(?![.,:]?\d)")
 MONTH_YEAR = re.compile(rf"\b{CAPITAL_MONTH},?\s+{YEAR}\b")
+# "from 1 to 28 February", "1-28 Feb": the range's first day is a date of the same month
+DAY_RANGE_MONTH = re.compile(rf"\b(?P<first_day>[0-3]?\d)(?:st|nd|rd|th)?\s*(?:[-\u2013]|to|until|till|and)\s*"
+                             rf"(?:the\s+)?{DAY}\s+(?:of\s+)?{CAPITAL_MONTH}")
 DECADE = re.compile(r"(?<![\w.,])(?P<decade>\d{3}0)['’]?s\b")
 ERA = re.compile(r"(?<![\w.,])(?:(?P<year>\d{1,4})\s*(?P<era>BCE|BC|B\.C\.|AD|A\.D\.|CE)(?![\w])|"
                  r"\b(?P<era_before>AD|A\.D\.)\s*(?P<year_after>\d{1,4})\b)")
@@ -119,6 +122,10 @@ def scan_dates(scan: Scan) -> None:
             reading = (int(match["year"]), month_number(match["month"]), _day(match))
             if valid(*reading):
                 scan.add(date([reading], match.start(), match.end()))
+    for match in (scan.anchored(DAY_RANGE_MONTH, digits) if months else ()):
+        reading = (None, month_number(match["month"]), int(match["first_day"]))
+        if valid(*reading) and valid(None, reading[1], _day(match)):
+            scan.add(date([reading], match.start(), match.end("first_day")))
     for pattern, starts in ((DAY_MONTH, day_starts), (MONTH_DAY, months)):
         for match in scan.anchored(pattern, starts):
             reading = (None, month_number(match["month"]), _day(match))
@@ -245,6 +252,8 @@ HOLIDAY_WORDS = {"good", "black", "easter", "palm", "ash", "super", "cyber", "ho
 CAPITALISED_NEXT = re.compile(r"[ \t]+(?P<word>[A-Z][\w'’]*)")
 WEEKDAY_LEX = frozenset(WEEKDAYS) | frozenset(day + "s" for day in WEEKDAYS)
 MONTH_ALONE = re.compile(rf"\b(?P<month>{alternation(MONTHS_CAP)})\b")
+MONTH_ABBREVIATION_ALONE = re.compile(
+    rf"\b(?P<month>{alternation(name.capitalize() for name in MONTH_ABBREVIATIONS)})\b\.?")
 # May, March and August are also a verb, a verb and an adjective: a month only after one of these
 TIME_WORDS = {"in", "of", "since", "until", "till", "by", "from", "during", "early", "late", "mid", "last",
               "next", "this", "each", "every", "through", "throughout", "before", "after", "between", "and",
@@ -298,7 +307,8 @@ def scan_weekday_abbreviations(scan: Scan, sentence_start) -> None:
         if sentence_start(text, match.start()) or _next_is_name(text, match.end()):
             continue
         if day in ALSO_WORDS and not (
-                NEAR_WEEKDAY.search(text, max(0, match.start() - 12), match.start())
+                _previous_word(text, match.start()).lower() in TIME_WORDS  # "on Sat", "the last Sat."
+                or NEAR_WEEKDAY.search(text, max(0, match.start() - 12), match.start())
                 or NEAR_WEEKDAY.search(text, match.end(), match.end() + 12)
                 or re.match(r"\s*,?\s*\d", text[match.end():match.end() + 4])):
             continue
@@ -316,3 +326,10 @@ def scan_months(scan: Scan, sentence_start) -> None:
             continue
         key = ("month", MONTHS[name.lower()])
         scan.add(_found("month", key, match.start(), match.end(), {key}, {key}, "month"))
+    # "Sept.", "Jan": an abbreviation alone is a month only after a word of time ("of Sept.",
+    # "in Jan"), since "Jan", "Mar" and "Jun" are names and words too
+    for match in scan.anchored(MONTH_ABBREVIATION_ALONE, scan.word_starts(MONTH_ABBREVIATIONS)):
+        if _next_is_name(text, match.end()) or _previous_word(text, match.start()).lower() not in TIME_WORDS:
+            continue
+        key = ("month", MONTH_ABBREVIATIONS[match["month"].lower()])
+        scan.add(_found("month", key, match.start(), match.end("month"), {key}, {key}, "month"))

@@ -431,9 +431,13 @@ def quantity(value: Decimal, unit: tuple, written_exponent: int, start: int, end
     base = to_base(value, unit)
     needs = {(dimension, base), ("bare", value)}
     provides = {(dimension, base), ("number", value)}
-    if dimension == "temperature":  # "100 °C" and "100 degrees" hold each other
+    # "100 °C" and "100 degrees" hold each other; "100 °C" and "100 °F" do not: a scale's
+    # temperature needs a bare degree and provides a scaled one, a bare degree the other way round
+    if dimension == "temperature":
         needs.add(("degree", value))
-        provides.add(("degree", value))
+        provides.add(("scaled degree", value))
+    elif dimension == "degree":
+        needs.add(("scaled degree", value))
     return _found("quantity", (dimension, base), start, end, needs, provides,
                   FAMILIES.get(dimension, "quantity:" + dimension), (unit, value, written_exponent))
 
