@@ -41,6 +41,7 @@ folder is spelled in `layout` alone. From the top:
     topics                questions grouped by meaning (k-means, k by silhouette), each topic
                           named by its most distinctive terms (class-based TF-IDF)
     failures              Where it fails in words, for 04 and summary.md
+    checks                which answers fail a check: pass rates, failing answers
     figures, tables       what 04 shows
 - trend/                every headline metric across runs (`make trend`)
     headline              a run's headline and its per-example values     headline.json,
@@ -78,6 +79,13 @@ folder is spelled in `layout` alone. From the top:
     transcripts           transcripts.jsonl written as each ends, replayed
     judging, outcomes     the judge's code on transcripts; pass rates over repeats: Wilson, pass^k, pass@k
     report, display       the report's scenarios section; what 02a and 04 show
+- checks/               what an answer is checked for, exactly and with no judge (in the report)
+    protocol              pass, fail or error with a reason; pass rates with Wilson intervals
+    facts                 the fact check: changed, unsupported, beyond the reference, missing
+    numbers, dates, names the facts of a text and their equal forms; found, the scanner
+    assertions            the user's own checks (contains, regex, number, json, max_words, ...)
+    checksfile            a checks file and check columns, refused by entry and field
+    run                   every check on every example of a run
 - load                  the evaluation set and answers, validated, joined canonical.parquet, load.json
 - judge/                03_judge: client, the metric protocol, one        judge.json
                         module per judged metric, the local llama.cpp
