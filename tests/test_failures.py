@@ -429,10 +429,11 @@ def test_the_context_is_one_for_the_page_and_the_summary():
 
 # ---------------------------------------------------------------- a real run, in Chromium
 
-def test_the_no_code_report_shows_where_it_fails_in_the_first_screen(sample_runs):
-    """The sample's domain column and the derived slices reach 04_report's page: the section's
-    heading and its first sentence are on the first screen, after the headline, and a forest
-    plot and the table follow."""
+def test_the_no_code_report_shows_the_checks_first_then_where_it_fails(sample_runs):
+    """The sample's domain column and the derived slices reach 04_report's page. The first screen
+    holds the headline, how many answers failed a check and the checks' section (issue 48: which
+    answers are wrong comes first); "Where it fails" follows it, its heading and first sentence,
+    then a forest plot and the table."""
     from browser import first_screen
 
     run = sample_runs.baseline
@@ -448,8 +449,11 @@ def test_the_no_code_report_shows_where_it_fails_in_the_first_screen(sample_runs
     else:
         expected = f"Nothing is flagged: in {context['tests']} ({context['slices']} by {context['metrics']})"
     above = seen["above"]
-    assert "Where it fails" in above and expected in above, above[-1500:]
-    assert above.index("95% interval") < above.index("Where it fails")  # after the headline
+    assert "answers failed a check" in above and "Which answers fail a check" in above, above[-1500:]
+    assert above.index("95% interval") < above.index("Which answers fail a check")  # after the headline
+    text = seen["text"]
+    assert "Where it fails" in text and expected in text
+    assert text.index("Which answers fail a check") < text.index("Where it fails") < text.index(expected)
     assert not seen["empty_tables"], seen["empty_tables"]
     rest = seen["text"][seen["text"].index("Where it fails"):]
     assert "mean [low, high]" in rest and "difference [low, high]" in rest  # the full table
