@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from evalbook.checks.checksfile import load_checks_file
 from evalbook.checks.protocol import checks_summary
-from evalbook.checks.run import check_settings, run_checks
+from evalbook.checks.run import check_settings, run_checks, unapplied_note
 from evalbook.errors import EvalbookError
 from evalbook import load as load_module
 from evalbook.files import write_atomically
@@ -606,6 +606,9 @@ def answer_checks(ctx: StageContext, canonical: pd.DataFrame) -> tuple[list[list
     config = ctx.profile["checks"]
     assertions = load_checks_file(resolve_path(config["path"], ctx.profile.root)) if config["path"] else ()
     settings = check_settings(config, assertions)
+    note = unapplied_note(assertions)
+    if note:
+        print(f"note: {note}", flush=True)
     if not settings.any:
         return None
     latency = None
