@@ -328,3 +328,13 @@ def test_the_same_figure_in_another_unit_is_changed_even_when_the_context_has_it
     context = "The bag weighs 5 kg and the walk is 5 km."
     assert fails("The bag weighs 5 km.", "The bag weighs 5 kg.", context).reason == "5 km: the reference says 5 kg"
     assert fails("It costs 20%.", "It costs £20.", "A 20% tip; it costs £20.").reason == "20%: the reference says £20"
+
+
+def test_a_month_the_context_holds_beside_the_references_whole_date_is_beyond_the_reference():
+    # a date the answer keeps whole also keeps its month and year: another month is no change
+    context = "The treaty was signed on 3 March 1921. Talks on trade resumed in October."
+    outcome = passes("The treaty was signed on 3 March 1921, and trade talks resumed in October.",
+                     "The treaty was signed on 3 March 1921.", context)
+    assert outcome.details["beyond_reference"] == [{"kind": "month", "answer": "October"}]
+    passes("It was signed on 3 March 1921; a copy went on show in 1950.",
+           "It was signed on 3 March 1921.", "A copy went on show in 1950.")

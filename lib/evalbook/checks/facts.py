@@ -175,8 +175,8 @@ def _implied(found: Found) -> list[Found]:
         return []
     _, year, month, _ = found.value
     parts = [("month", month)] + ([("year", year)] if year is not None else [])
-    return [Found(kind, key, found.start, found.end, frozenset({key}), frozenset({key}), kind)
-            for kind, key in parts]
+    return [Found(key[0], key, found.start, found.end, frozenset({key}), frozenset({key}), key[0])
+            for key in parts]
 
 
 def _unique(facts: list[Found]) -> list[Found]:
