@@ -61,10 +61,14 @@ def test_answers_in_both_files_name_the_flag_that_fixes_it(tmp_path):
         load_evaluation_set(str(examples), str(predictions))
 
 
-ROWS = [("What colour is the sky on a clear day?", "On a clear day the sky looks blue.", "Blue.", "It is blue."),
-        ("How many legs does a spider have?", "Spiders have eight legs.", "Eight.", "A spider has eight legs."),
-        ("Which gas do plants take in?", "Plants take in carbon dioxide.", "Carbon dioxide.", "Oxygen."),
-        ("What is frozen water called?", "Frozen water is ice.", "Ice.", "")]
+# The last column is a check column (docs/checks-assertions.md): the answer must hold its text.
+ROWS = [("What colour is the sky on a clear day?", "On a clear day the sky looks blue.", "Blue.", "It is blue.",
+         "blue"),
+        ("How many legs does a spider have?", "Spiders have eight legs.", "Eight.", "A spider has eight legs.",
+         "eight"),
+        ("Which gas do plants take in?", "Plants take in carbon dioxide.", "Carbon dioxide.", "Oxygen.",
+         "carbon dioxide"),
+        ("What is frozen water called?", "Frozen water is ice.", "Ice.", "", "")]
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +83,7 @@ def own_run(tmp_path_factory):
     mine = folder / "helpdesk-eval.csv"
     with mine.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["question", "context", "answer", "generated_answer"])
+        writer.writerow(["question", "context", "answer", "generated_answer", "check_contains_ignore_case"])
         writer.writerows(ROWS)
     outputs = folder / "outputs"
     command = [sys.executable, "-m", "evalbook", "run", "--params", str(DEFAULT_PROFILE),
@@ -104,6 +108,13 @@ def test_a_users_own_csv_runs_with_one_override_and_its_report_carries_the_csv_s
     assert report["counts"]["n_examples_without_prediction"] == 0
     assert report["counts"]["n_empty_generated_answers"] == 1
     assert "evalbook-sample" not in report_path.read_text("utf-8")
+    # the check column is no metadata, and ran on the three rows that give it a cell
+    assert all("check_contains_ignore_case" not in example["metadata"] for example in report["examples"])
+    column_check = report["checks_summary"]["checks"]["check_contains_ignore_case"]
+    assert (column_check["n"], column_check["n_passed"], column_check["n_failed"]) == (3, 2, 1)
+    [failing] = [outcome for example in report["examples"] for outcome in example["checks"]
+                 if outcome["check"] == "check_contains_ignore_case" and outcome["status"] == "fail"]
+    assert failing["reason"] == "'carbon dioxide' not found in the answer"
     for notebook in sorted(report_path.with_suffix("").glob("0*.ipynb")):
         stderr = [output.get("text", "") for cell in nbformat.read(notebook, 4).cells
                   for output in cell.get("outputs", []) if output.get("name") == "stderr"]

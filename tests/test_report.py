@@ -53,6 +53,7 @@ def canonical_frame(with_missing: bool = True) -> pd.DataFrame:
         "conversation": pd.Series([None] * 5, dtype=object),
         "metadata": ['{"domain": "bank"}', '{"domain": "bank"}', '{"domain": "council"}', '{"domain": null}',
                      '{"domain": "council"}'],
+        "checks": pd.Series([None] * 5, dtype=object),
     })
 
 

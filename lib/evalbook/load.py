@@ -33,6 +33,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalbook.checks.assertions import Assertion
+from evalbook.checks.checksfile import (assertions_from_columns, assertions_from_entries, column_entries,
+                                        is_check_column)
 from evalbook.errors import EvalbookError
 from evalbook import storage
 from evalbook.formatting import is_missing
@@ -48,6 +51,7 @@ OPTIONAL_TEXT_COLUMNS = ("gold_id", "source")
 GOLD_COLUMNS = ("gold_id", GOLD_IDS)  # the relevant documents' ids, from the input or the predictions
 CONVERSATION = "conversation"  # optional multi-turn transcript: [{"role": ..., "content": ...}, ...]
 METADATA = "metadata"  # the canonical column that carries every input column evalbook does not read
+CHECKS = "checks"  # the canonical column that carries a row's check columns (check_<check>), as JSON
 GENERATOR = "generator"  # optional: the system that wrote the row's answer, for the report
 PREDICTION_COLUMNS = (*RETRIEVED_COLUMNS, "source", CONVERSATION, GENERATOR)
 SHOWN_ROWS = 10
@@ -72,6 +76,8 @@ CANONICAL_SCHEMA = pa.schema([
     pa.field(CONVERSATION, pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
     # every input column evalbook does not read, as one JSON object per row: {name: value}
     pa.field(METADATA, pa.string(), nullable=False),
+    # the row's check columns (docs/checks-assertions.md) as a JSON list of entries; null for none
+    pa.field(CHECKS, pa.string()),
 ])
 # The input columns evalbook reads; every other column of either file is kept as metadata.
 READ_COLUMNS = frozenset({"id", *EXAMPLE_TEXT_COLUMNS, "generated_answer", *PREDICTION_COLUMNS,
@@ -618,7 +624,7 @@ def _keep_metadata(frame: pd.DataFrame, path: str) -> dict[str, str]:
     LoadError naming the file and the column."""
     types = {}
     for column in frame.columns:
-        if column in READ_COLUMNS or column == "__row":
+        if column in READ_COLUMNS or column == "__row" or is_check_column(column):
             continue
         if not isinstance(column, str) or column.strip() == "":
             raise LoadError(path, "a column has no name: name it to keep it as metadata, or drop it",
@@ -658,7 +664,8 @@ def metadata_column_names(input_path: str, predictions_path: str | None = None, 
         if path is None:
             continue
         for column in read_records(path, split).columns:
-            if isinstance(column, str) and column not in READ_COLUMNS and column != "__row" and column not in names:
+            if (isinstance(column, str) and column not in READ_COLUMNS and column != "__row"
+                    and not is_check_column(column) and column not in names):
                 names.append(column)
     return names
 
@@ -675,6 +682,22 @@ def _sample_positions(n_rows: int, limit: int | None, seed: int) -> np.ndarray:
 
 def _shown(values: list[Any], n: int = 3) -> str:
     return ", ".join(repr(v) for v in values[:n]) + (", ..." if len(values) > n else "")
+
+
+_ROW_CHECKS = "__checks"
+
+
+def _row_checks(examples: pd.DataFrame, input_path: str) -> list[str | None]:
+    """Each row's check columns (check_<check>) as the JSON its canonical row carries, None for a
+    row without a check cell; CheckColumnsError naming the file, each column and row that cannot
+    be used (evalbook.checks.checksfile.assertions_from_columns)."""
+    columns = [column for column in examples.columns if is_check_column(column)]
+    if not columns:
+        return [None] * len(examples)
+    table = pd.DataFrame({"id": examples["id"], "row": examples["__row"], **{c: examples[c] for c in columns}})
+    found = assertions_from_columns(table, input_path)
+    return [column_entries(found[identifier]) if identifier in found else None
+            for identifier in examples["id"].astype(str)]
 
 
 def _read_examples(input_path: str, split: str, hf_filesystem,
@@ -698,7 +721,10 @@ def _read_examples(input_path: str, split: str, hf_filesystem,
     complete = examples[~incomplete].reset_index(drop=True)
     complete.attrs.update(examples.attrs)
     _validate_optional(complete, input_path)
-    return complete, len(examples), skipped_rows, _keep_metadata(complete, input_path)
+    row_checks = _row_checks(complete, input_path)
+    types = _keep_metadata(complete, input_path)
+    complete[_ROW_CHECKS] = row_checks
+    return complete, len(examples), skipped_rows, types
 
 
 def _read_predictions(predictions_path: str, split: str, hf_filesystem,
@@ -711,6 +737,11 @@ def _read_predictions(predictions_path: str, split: str, hf_filesystem,
     predictions["id"] = _normalise_ids(predictions, predictions_path, generated=False)
     _check_text(predictions, predictions_path, "generated_answer", allow_null=True)
     _validate_optional(predictions, predictions_path)
+    checks = [column for column in predictions.columns if is_check_column(column)]
+    if checks:
+        raise LoadError(predictions_path, "a check column belongs in the evaluation set (input_path), beside the "
+                        "reference it checks against, not in the predictions file; move it there",
+                        column=checks[0])
     return predictions, _keep_metadata(predictions, predictions_path)
 
 
@@ -956,6 +987,15 @@ def sampled_examples(input_path: str, limit: int | None = None, seed: int = 0, s
     return examples.iloc[_sample_positions(len(examples), limit, seed)].reset_index(drop=True)
 
 
+def check_column_assertions(input_path: str, split: str = "test", skip_incomplete: bool = False) -> list[Assertion]:
+    """The assertions of the evaluation set's check columns, over the rows load_evaluation_set
+    keeps before `limit` (the runner's pre-flight holds a checks file against them); a LoadError
+    for what 01_load would refuse, a CheckColumnsError for a column or a cell that cannot be used."""
+    examples, _, _, _ = _read_examples(input_path, split, None, skip_incomplete)
+    return [assertion for identifier, row, text in zip(examples["id"], examples["__row"], examples[_ROW_CHECKS])
+            for assertion in assertions_from_entries(text, str(identifier), int(row))]
+
+
 def _column_or_null(frame: pd.DataFrame, column: str) -> list[Any]:
     if column not in frame.columns:
         return [None] * len(frame)
@@ -997,6 +1037,7 @@ def _canonical(frame: pd.DataFrame, metadata: list[str]) -> pd.DataFrame:
         "source": _column_or_null(frame, "source"),
         CONVERSATION: _column_or_null(frame, CONVERSATION),
         METADATA: _metadata_json(frame, metadata),
+        CHECKS: _column_or_null(frame, _ROW_CHECKS),
     }
     arrow = pa.Table.from_pydict(columns, schema=CANONICAL_SCHEMA)
     return arrow.to_pandas()

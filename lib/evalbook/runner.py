@@ -44,7 +44,7 @@ from evalbook.files import write_new
 from evalbook.interrupts import RunInterrupted, interrupts_raised, signals_held
 from evalbook.checks.checksfile import check_against_data, check_against_scenarios, load_checks_file
 from evalbook.checks.facts import CHECK as FACT_CHECK
-from evalbook.load import LoadError, metadata_column_names, read_records
+from evalbook.load import LoadError, check_column_assertions, metadata_column_names, read_records
 from evalbook.layout import (ALL_STAGES, CONVERSE_STAGE, FAILED_MARKER, INCOMPLETE_MARKER, GENERATE_STAGE, HEADLINE_FILE, PROVENANCE, REPORT_STAGE, RUNNING_MARKER, existing_run, params_file,
                              report_path, run_folder, run_json)
 from evalbook.params import (ParamsError, Profile, check_input_files, is_remote, load_profile, local_outputs_root,
@@ -223,32 +223,35 @@ def check_scenario_file(profile: Profile, log: TextIO | None = None) -> None:
 
 
 def check_checks_file(profile: Profile) -> None:
-    """With `checks.path`, the checks file is read and checked before the run folder is written
-    (ChecksFileError, exit 2, naming the file, the entry and the field): its own problems, then
-    what it asks of the data, from the local input files as 01_load reads them (ids and
-    metadata columns that exist, latency limits only where 00_generate asks the system), and of
-    the scenario file (its scenario checks' ids). A remote input is 04_report's to check."""
+    """The checks are read and checked before the run folder is written (ChecksError, exit 2):
+    the checks file of `checks.path` for its own problems (naming the file, the entry and the
+    field), and for what it asks of the scenario file (its scenario checks' ids); the evaluation
+    set's check columns, each column and cell (naming the file, the column and the row); then
+    what the file asks of the data, from the local input files as 01_load reads them: ids and
+    metadata columns that exist, latency limits only where 00_generate asks the system, and no
+    name that a check column has. A remote input's check columns are refused by 01_load."""
     path = profile["checks"]["path"]
-    if path is None:
-        return
-    origin = resolve_path(path, profile.root)
-    assertions = load_checks_file(origin)
-    scenarios = None
-    if profile["scenarios"]["enabled"]:
-        scenarios = [s.id for s in load_scenarios(resolve_path(profile["scenarios"]["path"], profile.root))]
-    check_against_scenarios(assertions, scenarios, origin)
+    origin = resolve_path(path, profile.root) if path is not None else None
+    assertions = load_checks_file(origin) if origin is not None else []
+    if origin is not None:
+        scenarios = None
+        if profile["scenarios"]["enabled"]:
+            scenarios = [s.id for s in load_scenarios(resolve_path(profile["scenarios"]["path"], profile.root))]
+        check_against_scenarios(assertions, scenarios, origin)
     input_path = profile.path("input_path")
     predictions = None if profile["generate"]["enabled"] else profile.path("predictions_path")
     if "://" in input_path or (predictions is not None and "://" in predictions):
         return
+    split = profile["dataset"]["split"]
     try:
-        examples = read_records(input_path, profile["dataset"]["split"])
-        columns = metadata_column_names(input_path, predictions, profile["dataset"]["split"])
+        columns_checks = check_column_assertions(input_path, split, profile["skip_incomplete_examples"])
+        examples = read_records(input_path, split)
+        columns = metadata_column_names(input_path, predictions, split)
     except LoadError:
         return  # 01_load reports an unreadable file with its row and column
     ids = examples["id"].tolist() if "id" in examples.columns else []
-    check_against_data([a for a in assertions if a.turn is None], ids, columns,
-                       has_latency=profile["generate"]["enabled"], has_cost=False, origin=origin,
+    check_against_data([a for a in assertions if a.turn is None] + columns_checks, ids, columns,
+                       has_latency=profile["generate"]["enabled"], has_cost=False, origin=origin or input_path,
                        builtin_names={FACT_CHECK})
 
 

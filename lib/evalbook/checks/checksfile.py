@@ -624,3 +624,21 @@ def assertions_from_columns(table, origin: str) -> dict[str, list[Assertion]]:
     if problems:
         raise CheckColumnsError(_refusal(origin, "in the check columns", problems))
     return found
+
+
+def column_entries(assertions: Sequence[Assertion]) -> str:
+    """One row's check-column assertions as the JSON list that the canonical table's `checks`
+    column holds: each as the entry it was read from (name, check and argument, ignore_case)."""
+    return json.dumps([{"name": assertion.name, assertion.kind: assertion.argument,
+                        **({"ignore_case": True} if assertion.ignore_case else {})} for assertion in assertions],
+                      ensure_ascii=False, allow_nan=False)
+
+
+def assertions_from_entries(text: str | None, identifier: str, row: int) -> list[Assertion]:
+    """The assertions a canonical row's `checks` column holds (column_entries), again as the
+    check columns of row `row` gave them, each applying to example `identifier` only; none for a
+    row without check cells (null or [])."""
+    if not isinstance(text, str):
+        return []  # null: a row without check cells
+    return [_assertion(entry, f"column {entry['name']!r}, row {row} (id {identifier!r})", column=entry["name"],
+                       ids=frozenset({identifier})) for entry in json.loads(text)]

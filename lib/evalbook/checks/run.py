@@ -1,5 +1,6 @@
-"""Every check on every example of a run: the fact check (when the profile's checks.facts is on)
-and the checks of the profile's checks file that apply to the example, in that order.
+"""Every check on every example of a run: the fact check (when the profile's checks.facts is on),
+the checks of the profile's checks file that apply to the example, and the example's own check
+columns (check_<check>, carried by the canonical table's `checks`), in that order.
 
 Each example's outcomes follow evalbook.checks.protocol. The fact check reads the answer, the
 reference and the example's context (the input's `context`, with the retrieved chunks' texts
@@ -18,6 +19,7 @@ import pandas as pd
 
 from evalbook.checks import facts
 from evalbook.checks.assertions import Assertion, applies_to, run_assertion
+from evalbook.checks.checksfile import assertions_from_entries
 from evalbook.checks.protocol import CheckOutcome, guarded
 
 NO_ANSWER = "no answer to check: the example has no prediction"
@@ -87,14 +89,22 @@ def example_checks(row: Mapping[str, Any], settings: CheckSettings,
         for assertion in settings.assertions:
             if applies_to(assertion, row["id"], metadata):
                 outcomes.append(run_assertion(assertion, answer, latency_ms=latency_ms))
+    for assertion in assertions_from_entries(row.get("checks"), row["id"], row["row"]):
+        outcomes.append(run_assertion(assertion, answer, latency_ms=latency_ms))
     return outcomes
+
+
+def has_check_columns(canonical: pd.DataFrame) -> bool:
+    """Whether some example has check columns (a canonical table written before check columns
+    has no `checks` column)."""
+    return "checks" in canonical.columns and bool(canonical["checks"].notna().any())
 
 
 def run_checks(canonical: pd.DataFrame, settings: CheckSettings,
                latency_ms: Mapping[str, float] | None = None) -> list[list[CheckOutcome]]:
     """Each example's outcomes, in the canonical table's order; `latency_ms` by example id,
     00_generate's, where it asked the system."""
-    if not settings.any:
+    if not settings.any and not has_check_columns(canonical):
         return [[] for _ in range(len(canonical))]
     latency_ms = latency_ms or {}
     return [example_checks(row, settings, latency_ms.get(row["id"])) for row in canonical.to_dict("records")]
