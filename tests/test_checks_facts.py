@@ -338,3 +338,46 @@ def test_a_month_the_context_holds_beside_the_references_whole_date_is_beyond_th
     assert outcome.details["beyond_reference"] == [{"kind": "month", "answer": "October"}]
     passes("It was signed on 3 March 1921; a copy went on show in 1950.",
            "It was signed on 3 March 1921.", "A copy went on show in 1950.")
+
+
+@pytest.mark.parametrize("answer", [
+    "The three steps are: 1. Book a slot online. 2. Pay the £14 fee. 3. Bring your card.",
+    "The three steps are: 1) Book a slot online. 2) Pay the £14 fee. 3) Bring your card.",
+])
+def test_the_numbering_of_a_list_written_on_one_line_is_no_fact(answer):
+    passes(answer, "There are three steps: book a slot, pay the £14 fee and bring your card.")
+
+
+def test_a_figure_after_a_colon_that_numbers_no_list_is_a_fact():
+    assert fails("The answer is: 42. That settles it.", "The answer is 41.").reason == "42: the reference says 41"
+    assert fails("Steps: 1. Pay £15. 2. Wait.", "Pay £14.").reason == "£15: the reference says £14"
+
+
+def test_an_acronyms_plural_is_the_acronym():
+    context = "The old API was retired in June, and the CEO's office said why."
+    passes("Both APIs were retired in June, the CEOs said.", "Both were retired in June.", context)
+
+
+@pytest.mark.parametrize("answer, reference, context", [
+    ("The ring of the lantern has no end and stands for the year's cycle (the Spring and Winter).",
+     "The ring of the Harvest lantern has no end and stands for the year's cycle. Its candles stand "
+     "for Hope and Peace.",
+     "The ring of the Harvest lantern has no end and stands for the year's cycle (the Spring and Winter). "
+     "Its candles stand for Hope and Peace."),
+    ("After the fire at the Maple Court flats in Leeds, crews asked for help.",
+     "Volunteers from the Hillside Chapel gave the families a place to stay.",
+     "After the fire at the Maple Court flats in Leeds, crews asked for help. Volunteers from the "
+     "Hillside Chapel gave the families a place to stay."),
+])
+def test_a_context_name_that_shares_only_the_or_and_with_a_left_out_name_is_not_a_change(
+        answer, reference, context):
+    # "the" and "and" stand beside any name: they do not put one name in another's place
+    outcome = passes(answer, reference, context)
+    assert outcome.details["changed"] == []
+
+
+def test_a_lede_in_capitals_is_no_name_even_where_the_context_writes_it():
+    context = "THE GROWTH of the two parks has been slow, says the Parks Trust."
+    outcome = passes("THE GROWTH of the two parks has been slow.", "The Parks Trust says the two parks grew slowly.",
+                     context)
+    assert outcome.details["changed"] == [] and outcome.details["beyond_reference"] == []

@@ -287,6 +287,13 @@ def test_function_words_leading_a_span_are_dropped():
     assert [f.text for f in facts("The Beatles played.", "name")] == ["Beatles"]
 
 
+def test_a_word_shouted_after_a_shouted_article_at_a_sentence_start_is_no_name():
+    # a news lede in capitals ("THE GROWTH of ...") is style, not an acronym
+    assert facts("THE GROWTH of the two parks has been slow.", "name") == []
+    assert [f.text for f in facts("The NASA probe flew. NASA launched it.", "name")] == ["NASA", "NASA"]
+    assert [f.text for f in facts("LEEDS — Two parks opened.", "name")] == ["LEEDS"]
+
+
 def test_the_pronoun_i_is_not_a_name():
     assert facts("I think so, and so do I.", "name") == []
 

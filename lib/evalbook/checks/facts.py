@@ -34,8 +34,14 @@ KINDS = ("number", "ordinal", "money", "percent", "quantity", "time", "date", "y
 WEB_ADDRESS = re.compile(r"\b(?:https?://|www\.)\S+|\b[\w.+-]+@[\w-]+\.[\w.-]+")
 # "1." or "(2)" numbering a list is no fact: an answer that lists steps would fail on its numbering
 LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*•][ \t]*)?\(?\d{1,2}[.)](?=[ \t])|(?<![\w(])\(\d{1,2}\)(?=[ \t])")
+# "are: 1. Book ... 2. Pay": a list written on one line, each number after a colon or a sentence's
+# end and before a capital; numbering only when the next or previous number is there in its style
+INLINE_LIST_NUMBER = re.compile(r"[:.!?][\"”’')\]]*[ \t]+(?P<number>\d{1,2})(?P<style>[.)])(?=[ \t]+[\"“‘(]?[A-Z])")
 NEIGHBOUR_BEFORE = re.compile(r"([^\W\d_]+)[^\w]*$")
 NEIGHBOUR_AFTER = re.compile(r"[^\w]*([^\W\d_]+)")
+# words that stand beside any name ("the Maple Court", "Hope and Love"): sharing one of them does not
+# put one name in another's place
+NAME_NEIGHBOURS_TOO_COMMON = {"the", "a", "an", "and", "or"}
 SHOWN = 6  # facts listed by name in a passing reason before "and N more"
 
 
@@ -82,6 +88,8 @@ def _read(text: str) -> _Read:
     for pattern in (WEB_ADDRESS, LIST_MARKER):
         for match in pattern.finditer(text):
             scan.take(match.start(), match.end())
+    for start, end in _inline_list_numbers(text):
+        scan.take(start, end)
     dates.scan_dates(scan)
     dates.scan_times(scan)
     numbers.scan_money(scan)
@@ -95,6 +103,16 @@ def _read(text: str) -> _Read:
     facts = tuple(sorted(scan.found, key=lambda found: found.start))
     return _Read(text, facts, frozenset().union(*(found.provides for found in facts)),
                  tuple(found for found in facts if found.kind == "quantity"), tuple(scan.spans))
+
+
+def _inline_list_numbers(text: str) -> list[tuple[int, int]]:
+    """The spans of the numbers of a list written on one line ("1. Book a slot. 2. Pay."): a
+    number that a list's neighbour (the number before or after it, in the same style) does not
+    stand beside is a fact ("The answer is: 42. That settles it.")."""
+    marks = {(int(match["number"]), match["style"]): (match.start("number"), match.end("style"))
+             for match in INLINE_LIST_NUMBER.finditer(text)}
+    return [span for (number, style), span in marks.items()
+            if (number - 1, style) in marks or (number + 1, style) in marks]
 
 
 @lru_cache(maxsize=8192)
@@ -298,12 +316,14 @@ def _replaced(found: Found, candidates: list[Found], rank: dict[str, int], answe
               reference_side: _Side, in_context: Callable[[Found], bool], alone: bool) -> Found | None:
     """The reference fact that an answer fact stands in place of, or None. A candidate written
     between the same words comes first; else they pair in the order written. A name that the
-    context holds replaces another only between the same words, or when it is the answer's one
+    context holds replaces another only between the same words (not merely "the" or "and"), or when it is the answer's one
     new name and the reference's one left out, in the same place among the facts both hold (after
     as many of them): a good answer adds names from its context far more often than it swaps two."""
     if not candidates:
         return None
     around = answer_side.neighbours(found)
+    if found.kind == "name":
+        around = {(side, word) for side, word in around if word not in NAME_NEIGHBOURS_TOO_COMMON}
     alike = [other for other in candidates if around & reference_side.neighbours(other)]
     if alike:
         return alike[0]

@@ -54,14 +54,16 @@ DEMONYMS = {
 COUNTRY_WORDS = {people: (place,) for people, place in DEMONYMS.items()} | {
     place: tuple(people for people, its in DEMONYMS.items() if its == place) for place in set(DEMONYMS.values())}
 POSSESSIVE = re.compile(r"['’]s\b")
+ACRONYM_PLURAL = re.compile(r"\b([A-Z]{2,})s\b")  # "APIs" is API, as "API's" is
 PUNCTUATION = str.maketrans("", "", ".'’")
 WORD = re.compile(r"[^\W_]+(?:&[^\W_]+)*")
+SHOUTED_BEFORE = re.compile(r"(?<![^\W\d_])(?P<word>[A-Z]{2,})[ \t]+$")
 
 
 def normal_words(text: str) -> list[str]:
-    """The words of a name or a text as compared: no possessive 's, no dots or apostrophes
-    ("U.S." is US, "O'Brien's" is OBrien), case kept."""
-    return WORD.findall(POSSESSIVE.sub("", text).translate(PUNCTUATION))
+    """The words of a name or a text as compared: no possessive 's, no dots or apostrophes, no
+    plural s after an acronym ("U.S." is US, "O'Brien's" is OBrien, "APIs" is API), case kept."""
+    return WORD.findall(ACRONYM_PLURAL.sub(r"\1", POSSESSIVE.sub("", text)).translate(PUNCTUATION))
 
 
 def abbreviation(word: str) -> bool:
@@ -147,7 +149,11 @@ def _close(text: str, run: list, names: list, initials: list) -> None:
     if len(word) == 1:
         return  # "B", "I": a letter alone names nothing to check
     acronym = len(word) > 1 and word.isupper() and word.isalpha()  # "NASA launched it": a name
-    if last - first == 1 and not first and not acronym and sentence_start(text, start):
+    # "THE GROWTH of ...": a lede in capitals, its first word a function word; the word is no acronym
+    shouted = acronym and first > 0 and all(len(kept) > 1 and text[begin:end].isupper()
+                                            for begin, end, kept in run[:first])
+    if last - first == 1 and (not first or shouted) and (not acronym or shouted) \
+            and sentence_start(text, run[0][0]):
         if not WORD.search(text, start, end):
             return
         initials.append(name(text, start, end))
@@ -161,10 +167,19 @@ def capitalised_inside_a_sentence(word: str, text: str) -> bool:
     while start >= 0:
         end = start + len(word)
         if (not (start and (text[start - 1].isalnum() or text[start - 1] in "'’"))
-                and not (end < len(text) and text[end].isalnum()) and not sentence_start(text, start)):
+                and not (end < len(text) and text[end].isalnum()) and not sentence_start(text, start)
+                and not (word.isupper() and _after_a_shouted_start(text, start))):
             return True
         start = text.find(word, end)
     return False
+
+
+def _after_a_shouted_start(text: str, start: int) -> bool:
+    """Whether the word at `start` follows a function word in capitals that starts a sentence
+    ("THE GROWTH of"): a lede's style, not a name written inside a sentence."""
+    before = SHOUTED_BEFORE.search(text, max(0, start - 12), start)
+    return bool(before and before["word"].lower() in STOPWORDS | CONNECTORS
+                and sentence_start(text, before.start("word")))
 
 
 def streams(text: str) -> tuple[str, str]:
