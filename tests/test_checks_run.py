@@ -75,15 +75,10 @@ def test_the_file_s_checks_apply_by_scope_after_the_fact_check():
     assert run_checks(canonical_frame(), check_settings(off)) == [[]] * 5
 
 
-def test_scenario_reply_checks_are_said_not_to_be_applied_not_dropped_in_silence():
-    from evalbook.checks.run import unapplied_note
-
+def test_a_scenario_reply_check_is_not_a_row_check():
     assertions = parse_checks({"version": 1, "checks": [
         {"name": "short", "max_words": 3}, {"name": "polite", "not_contains": "no", "turn": "every"}]}, "c.yaml")
-    assert not check_settings(FACTS_ON, assertions).assertions[1:]  # the turn check is not a row check
-    assert unapplied_note(assertions) == ("1 check(s) of the checks file are on scenario replies (polite): a run "
-                                          "does not apply them yet, so no outcome of theirs is in the report")
-    assert unapplied_note(assertions[:1]) is None
+    assert not check_settings(FACTS_ON, assertions).assertions[1:]  # tests/test_scenario_checks.py applies it
 
 
 def checked_report() -> dict:

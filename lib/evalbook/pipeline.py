@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from evalbook.checks.checksfile import load_checks_file
 from evalbook.checks.protocol import checks_summary
-from evalbook.checks.run import check_settings, run_checks, unapplied_note
+from evalbook.checks.run import check_settings, run_checks
 from evalbook.errors import EvalbookError
 from evalbook import load as load_module
 from evalbook.files import write_atomically
@@ -54,7 +54,7 @@ from evalbook.report import topics as topics_module
 from evalbook.report.topics import Topics, find_topics
 from evalbook.resultcache import ResultCache, code_identity
 from evalbook.scenarios.judging import judge_scenarios
-from evalbook.scenarios.report import scenarios_section
+from evalbook.scenarios.report import reply_checks, scenarios_section
 from evalbook.scenarios.run import (check_budget as check_scenario_budget, conversations, describe_plan,
                                     end_reason_counts, plan,
                                     run_conversations, summarize_conversations)
@@ -606,9 +606,6 @@ def answer_checks(ctx: StageContext, canonical: pd.DataFrame) -> tuple[list[list
     config = ctx.profile["checks"]
     assertions = load_checks_file(resolve_path(config["path"], ctx.profile.root)) if config["path"] else ()
     settings = check_settings(config, assertions)
-    note = unapplied_note(assertions)
-    if note:
-        print(f"note: {note}", flush=True)
     if not settings.any:
         return None
     latency = None
@@ -633,7 +630,7 @@ def scenarios_report(ctx: StageContext) -> dict[str, Any] | None:
         return None
     summary, judgments = found
     scenarios, transcripts = conversation_results(ctx)
-    return scenarios_section(scenarios, transcripts, summary, judgments)
+    return scenarios_section(scenarios, transcripts, summary, judgments, reply_checks(ctx.profile))
 
 
 def slicing(ctx: StageContext, loaded: dict[str, Any]) -> dict[str, Any]:

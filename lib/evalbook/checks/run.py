@@ -46,16 +46,6 @@ def check_settings(config: Mapping[str, Any], assertions: Sequence[Assertion] = 
     return CheckSettings(settings, tuple(a for a in assertions if a.turn is None))
 
 
-def unapplied_note(assertions: Sequence[Assertion]) -> str | None:
-    """The sentence a run prints for the checks file's scenario-reply checks (`turn`), which a run
-    reads and refuses when bad but does not apply yet (issue 48); None when there are none."""
-    names = [assertion.name for assertion in assertions if assertion.turn is not None]
-    if not names:
-        return None
-    return (f"{len(names)} check(s) of the checks file are on scenario replies ({', '.join(names)}): "
-            "a run does not apply them yet, so no outcome of theirs is in the report")
-
-
 def _text(value: Any) -> str | None:
     return None if value is None or (not isinstance(value, (list, tuple)) and pd.isna(value)) else str(value)
 

@@ -10,7 +10,11 @@ Where a rationale goes: a criterion's rationale is shown beside the turn it cite
 turn holding a passage it quotes (in quotation marks, at least CITED_CHARACTERS long, case
 aside); a rationale that quotes no turn is shown after the transcript, with its criterion. The
 whole rationale is matched against the whole turn: a passage past the cut still places it.
-Assertions judge one reply each, and their verdicts sit beside that reply.
+Assertions judge one reply each, and their verdicts sit beside that reply; so do the outcomes
+of the checks file's reply checks, a failed or unchecked one with its reason, and a check on a
+reply that never came sits after the transcript. The headline gives each reply check's pass
+rate over the replies with its Wilson interval, and names every scenario that failed one (or
+could not be checked throughout) with the count over its repeats.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ END_MEANINGS = {
     "simulator_error": "the simulator failed, or twice replied with what was not the JSON asked for",
 }
 MARK = {True: "✓", False: "✗", None: "?"}
+CHECK_MARK = {"pass": "✓", "fail": "✗", "error": "?"}
 HEADLINE_FIELDS = ("n_transcripts", "n_scenarios", "repeats", "conversations", "replayed_from", "status", "reason",
                    "nothing_to_score")
 SCENARIO_FIELDS = ("id", "goal", "persona", "expected_outcome")
@@ -54,15 +59,43 @@ def _shown(value: Any) -> Any:
     return value
 
 
+def covered_replies(turn: str | int) -> str:
+    """Which replies a check's `turn` covers, in words."""
+    return {"every": "every reply", "last": "the last reply"}.get(turn, f"reply {turn}")
+
+
+def checks_view(section: dict[str, Any]) -> dict[str, Any] | None:
+    """What the headline says of the reply checks: each check's pass rate over the replies and
+    the scenarios, and each scenario's check that failed or could not be checked throughout;
+    None when no reply check ran (a section written before them has none)."""
+    summary = section.get("checks_summary")
+    if not summary:
+        return None
+    rates = []
+    for name, entry in summary["checks"].items():
+        replies, scenarios = entry["replies"], entry["scenarios"]
+        bounds = replies["interval"] or {}
+        rates.append({"name": name, "covers": covered_replies(entry["turn"]), "n_passed": replies["n_passed"],
+                      "n_decided": replies["n_passed"] + replies["n_failed"], "n_errors": replies["n_errors"],
+                      "pass_rate": replies["pass_rate"], "low": bounds.get("low"), "high": bounds.get("high"),
+                      "scenarios_passed": scenarios["n_passed"], "n_scenarios": scenarios["n"]})
+    listed = [{"scenario": scenario["id"], "check": check["check"], "mark": CHECK_MARK[check["status"]],
+               "reason": check["reason"]}
+              for status in ("fail", "error") for scenario in section["scenarios"]
+              for check in scenario.get("checks") or [] if check["status"] == status]
+    return _shown({"n_scenarios": summary["n_scenarios"], "n_failing": summary["n_scenarios_failing"],
+                   "rates": rates, "listed": listed})
+
+
 def headline(section: dict[str, Any]) -> str:
     """One paragraph: how many conversations of how many scenarios, how they ended, how many
-    passed, and what was called."""
+    passed, what the reply checks found, and what was called."""
     ends = {reason: n for reason, n in section["end_reasons"].items() if n}
     outcomes = [s["outcomes"]["overall"] for s in section["scenarios"] if s.get("outcomes")]
     return render("scenarios_headline.html", section=_shown({key: section.get(key) for key in HEADLINE_FIELDS}),
                   ends=", ".join(f"{n} {reason.replace('_', ' ')}" for reason, n in ends.items()),
                   n_passed=sum(o["n_passed"] for o in outcomes), n_judged=sum(o["n_judged"] for o in outcomes),
-                  n_reliable=sum(bool(o["pass_all"]) for o in outcomes),
+                  n_reliable=sum(bool(o["pass_all"]) for o in outcomes), checks=checks_view(section),
                   simulator=_shown(section.get("simulator")), system=_shown(section.get("system")))
 
 
@@ -149,6 +182,12 @@ def transcript_view(scenario: dict[str, Any], transcript: dict[str, Any]) -> dic
                     "kind": "assertion", "name": _assertion_name(assertion), "mark": MARK[reply["passed"]],
                     "score": reply["score"], "reason": reply["unscored_reason"],
                     "statements": _statements(reply.get("detail"))})
+    checks_unplaced = []
+    for outcome in transcript.get("checks") or []:
+        position = reply_positions.get((outcome.get("details") or {}).get("reply"))
+        verdict = {"kind": "check", "name": f"check {outcome['check']}", "mark": CHECK_MARK[outcome["status"]],
+                   "reason": None if outcome["status"] == "pass" else outcome["reason"]}
+        (beside.setdefault(position, []) if position is not None else checks_unplaced).append(verdict)
     unplaced = []
     criteria = (judgment.get("criteria") or {})
     entries = criteria.get("criteria") or []
@@ -162,7 +201,7 @@ def transcript_view(scenario: dict[str, Any], transcript: dict[str, Any]) -> dic
                    "end_reason": transcript["end_reason"].replace("_", " "), "end_detail": transcript["end_detail"],
                    "turns": [{"role": turn["role"], "content": turn["content"], "verdicts": beside.get(position, [])}
                              for position, turn in enumerate(turns)],
-                   "criteria_unplaced": unplaced,
+                   "criteria_unplaced": unplaced, "checks_unplaced": checks_unplaced,
                    "criteria_reason": criteria.get("unscored_reason"), "judged": bool(judgment)})
 
 
