@@ -36,7 +36,8 @@ WEB_ADDRESS = re.compile(r"\b(?:https?://|www\.)\S+|\b[\w.+-]+@[\w-]+\.[\w.-]+")
 LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*•][ \t]*)?\(?\d{1,2}[.)](?=[ \t])|(?<![\w(])\(\d{1,2}\)(?=[ \t])")
 # "are: 1. Book ... 2. Pay": a list written on one line, each number after a colon or a sentence's
 # end and before a capital; numbering only when the next or previous number is there in its style
-INLINE_LIST_NUMBER = re.compile(r"[:.!?][\"”’')\]]*[ \t]+(?P<number>\d{1,2})(?P<style>[.)])(?=[ \t]+[\"“‘(]?[A-Z])")
+INLINE_LIST_NUMBER = re.compile(r"[:.!?][\"”’')\]]*[ \t]+(?P<number>\d{1,2})(?P<mark>[.)])"
+                                r"(?=[ \t]+[\"“‘(]?[A-Z])")
 NEIGHBOUR_BEFORE = re.compile(r"([^\W\d_]+)[^\w]*$")
 NEIGHBOUR_AFTER = re.compile(r"[^\w]*([^\W\d_]+)")
 # words that stand beside any name ("the Maple Court", "Hope and Love"): sharing one of them does not
@@ -109,10 +110,10 @@ def _inline_list_numbers(text: str) -> list[tuple[int, int]]:
     """The spans of the numbers of a list written on one line ("1. Book a slot. 2. Pay."): a
     number that a list's neighbour (the number before or after it, in the same style) does not
     stand beside is a fact ("The answer is: 42. That settles it.")."""
-    marks = {(int(match["number"]), match["style"]): (match.start("number"), match.end("style"))
+    marks = {(int(match["number"]), match["mark"]): (match.start("number"), match.end("mark"))
              for match in INLINE_LIST_NUMBER.finditer(text)}
-    return [span for (number, style), span in marks.items()
-            if (number - 1, style) in marks or (number + 1, style) in marks]
+    return [span for (number, mark), span in marks.items()
+            if (number - 1, mark) in marks or (number + 1, mark) in marks]
 
 
 @lru_cache(maxsize=8192)
@@ -316,9 +317,10 @@ def _replaced(found: Found, candidates: list[Found], rank: dict[str, int], answe
               reference_side: _Side, in_context: Callable[[Found], bool], alone: bool) -> Found | None:
     """The reference fact that an answer fact stands in place of, or None. A candidate written
     between the same words comes first; else they pair in the order written. A name that the
-    context holds replaces another only between the same words (not merely "the" or "and"), or when it is the answer's one
-    new name and the reference's one left out, in the same place among the facts both hold (after
-    as many of them): a good answer adds names from its context far more often than it swaps two."""
+    context holds replaces another only between the same words (not merely "the" or "and"), or
+    when it is the answer's one new name and the reference's one left out, in the same place among
+    the facts both hold (after as many of them): a good answer adds names from its context far
+    more often than it swaps two."""
     if not candidates:
         return None
     around = answer_side.neighbours(found)
