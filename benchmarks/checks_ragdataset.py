@@ -156,7 +156,7 @@ def planted_name(index: int, row: dict[str, str]) -> Pairing | None:
     """The answer with its first name of two words or more replaced, every time it is written, by
     the first such name of the context that shares no word with the answer and whose initials
     the answer does not write. The name replaced is one whose words the answer writes nowhere
-    else: an answer that goes on to say "Hardy" after "Ryan Hardy" keeps the name (a known miss,
+    else: an answer that goes on to say "Lind" after "Maria Lind" keeps the name (a known miss,
     docs/checks.md), which tells nothing new."""
     answer, context = row["answer"], row["context"]
     answer_words = set(_words(answer))
