@@ -81,7 +81,9 @@ def outputs(tmp_path) -> Path:
     judge = {"status": "ran", "label": "judge-0123456789abcdef",
              "metrics": {"groundedness": {"mean": 0.875}, "relevance": {"mean": None}}}
     not_run = {"status": "not_run", "label": None, "metrics": {}}
-    _run(tmp_path, "local", JUDGED, at(10), "succeeded", _report(JUDGED, HOSTILE_NAME, 0.8125, judge),
+    judged = _report(JUDGED, HOSTILE_NAME, 0.8125, judge)
+    judged["checks_summary"] = {"checks": {}, "n_examples": 4, "n_examples_failing": 1, "n_examples_with_errors": 0}
+    _run(tmp_path, "local", JUDGED, at(10), "succeeded", judged,
          files=("04_report.html", "04_report.noinput.html", "04_report.ipynb"))
     failed_stage = {"stage": "02_score", "status": "failed", "error": "boom",
                     "html": "/elsewhere/02_score.html"}
@@ -168,8 +170,10 @@ def test_index_shows_every_run_with_its_values(outputs):
     assert judged[6] == MISSING  # its run.json records no overrides
     # BERTScore F1, sentence cosine, top-k match (k), MRR@k (k), judge groundedness, judge relevance
     assert judged[7:13] == ["0.812", "0.250", "0.500k=5", "0.375k=5", "0.875", MISSING]
+    assert judged[13] == "1 of 4"  # examples failing a check (issue 48)
     assert old[5] == MISSING and old[7:13] == [MISSING, "0.250", MISSING, MISSING, MISSING, MISSING]
-    assert running[3:13] == [MISSING] * 10
+    assert old[13] == MISSING  # a report from before the checks
+    assert running[3:14] == [MISSING] * 11
 
 
 def test_index_escapes_data_and_never_says_nan(outputs):

@@ -40,6 +40,8 @@ def _headline_fields(headline: dict[str, Any]) -> dict[str, Any]:
         "k": scoring.get("k"),
         "metrics": {m.name: json_field(headline, "metrics", m.name, "mean") for m in METRICS
                     if m.headline and (m.kind != "judge" or m.name in (headline.get("metrics") or {}))},
+        # how many examples failed a check; None for a headline from before the checks (1.0)
+        "checks": headline.get("checks"),
     }
 
 
@@ -61,7 +63,7 @@ def _run_row(run: RunRecord) -> dict[str, Any]:
     row: dict[str, Any] = {"run_id": run.run_id, "env": run.env, "run_dir": run.run_dir,
                            "started_at": run.started_at, "status": run.status, "reason": run.reason,
                            "report": run.report, "dataset": {}, "models": {}, "judge_label": None,
-                           "k": None, "metrics": {}, "overrides": run.overrides}
+                           "k": None, "metrics": {}, "checks": None, "overrides": run.overrides}
     headline = ensure_headline(run)
     if headline is not None and headline.get("run") is not None:
         row.update(_headline_fields(headline))

@@ -86,6 +86,16 @@ def _models(models: dict[str, Any]) -> dict[str, Any] | None:
             "generator": _shown(models.get("generator"))}
 
 
+def _checks(checks: dict[str, Any] | None) -> dict[str, Any] | None:
+    """How many of the run's examples failed a check, of how many; None for a run without checks."""
+    if not isinstance(checks, dict):
+        return None
+    failing, examples = _finite(checks.get("n_examples_failing")), _finite(checks.get("n_examples"))
+    if failing is None or examples is None:
+        return None
+    return {"failing": failing, "n": examples, "errors": _finite(checks.get("n_examples_with_errors")) or 0}
+
+
 def _run_view(row: dict[str, Any], judge_metrics: list[str], page_dir: Path) -> dict[str, Any]:
     """What index_runs.html shows of a row of collect_runs. The reason why a run is not a success
     shows its first line, and whole when pointed at."""
@@ -95,7 +105,7 @@ def _run_view(row: dict[str, Any], judge_metrics: list[str], page_dir: Path) -> 
             "reason": reason or None, "reason_line": reason.strip().splitlines()[0] if reason else None,
             "dataset": _dataset(row["dataset"]), "models": _models(row["models"]),
             "judge": _shown(row["judge_label"]), "overrides": _overrides(row["overrides"]),
-            "scores": _scores(row, judge_metrics),
+            "scores": _scores(row, judge_metrics), "checks": _checks(row.get("checks")),
             "links": [(label, _href(page_dir, path)) for label, path in row["links"].items()]}
 
 

@@ -7,7 +7,8 @@ what the runs index and the trend need, in a few KB whatever the run's size:
 - the pins: what 05_compare's "what changed" reads (evalbook.compare.document.run_summary), the
   embedding pins its gate checks, and the scoring backend;
 - each metric's mean with its interval and n, as the report's `intervals` give them, and each
-  judged metric's pass rate.
+  judged metric's pass rate;
+- how many examples failed a check (the report's `checks_summary`), for the index's column.
 
 The headline is checked against schemas/headline-v1.json before anything is written.
 
@@ -36,7 +37,7 @@ from evalbook.metrics import METRICS
 from evalbook.runs import HEADLINE_KIND, RunRecord, json_field
 from evalbook.validation import HEADLINE_SCHEMA, mismatch
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 
 class HeadlineError(EvalbookError, ValueError):
@@ -78,6 +79,14 @@ def _metrics(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return metrics
 
 
+def _checks(report: dict[str, Any]) -> dict[str, int] | None:
+    """The counts of the report's checks_summary the index shows; None for a report without checks."""
+    summary = report.get("checks_summary")
+    if not isinstance(summary, dict):
+        return None
+    return {key: summary.get(key) for key in ("n_examples", "n_examples_failing", "n_examples_with_errors")}
+
+
 def _scoring(report: dict[str, Any]) -> dict[str, Any]:
     return {"backend": scoring_backend(report), "pins": embedding_pins(report),
             "bertscore_layer": json_field(report, "provenance", "bertscore_num_layers"),
@@ -96,13 +105,14 @@ def build_headline(record: RunRecord, report: dict[str, Any] | None) -> dict[str
         "finished_at": summary.finished_at.isoformat() if summary and summary.finished_at else None,
         "git_commit": provenance.get("git_commit"), "overrides": record.overrides,
         "report": None, "dataset": None, "run": None, "scoring": None, "metrics": {}, "pass_rates": {},
-        "intervals": None,
+        "intervals": None, "checks": None,
     }
     if report is not None:
         headline.update(report=report_path(record.run_dir).name, dataset=report.get("dataset"),
                         run=run_summary(report, report_path(record.run_dir).name), scoring=_scoring(report),
                         metrics=_metrics(report), pass_rates=_pass_rates(report),
-                        intervals={key: json_field(report, "intervals", key) for key in ("resamples", "seed", "confidence")})
+                        intervals={key: json_field(report, "intervals", key) for key in ("resamples", "seed", "confidence")},
+                        checks=_checks(report))
     return headline
 
 
