@@ -606,7 +606,7 @@ def test_parameters_are_recorded_and_checked():
     assert doc["parameters"] == {"resamples": 300, "seed": 7, "confidence": 0.9, "tolerance": 1e-6,
                                  "n_regressions": 3, "ci_method": CI_METHOD, "quantile_method": "linear"}
     assert doc["created_at"] == "2026-12-01T09:30:00Z"
-    assert doc["kind"] == "compare" and doc["schema_version"] == "1.5"
+    assert doc["kind"] == "compare" and doc["schema_version"] == "1.6"
     assert doc["baseline"]["location"] == "baseline.json"
     assert doc["candidate"]["models"]["generator"] == "cand-generator"
     with pytest.raises(ComparisonError, match="confidence"):
@@ -648,7 +648,7 @@ def test_a_built_document_matches_the_schema_and_holds_no_nan():
     (lambda d: d["metrics"][0].update(mean_delta=None),
      r"metrics/0/mean_delta: None is not of type 'number'"),
     (lambda d: d["gates"]["judge"].update(extra=1), "gates/judge: Additional properties are not allowed"),
-    (lambda d: d.update(schema_version="2.0"), "schema_version: '1.5' was expected"),
+    (lambda d: d.update(schema_version="2.0"), "schema_version: '1.6' was expected"),
 ])
 def test_a_broken_document_fails_naming_the_violation(breakage, expected):
     doc = full_document()

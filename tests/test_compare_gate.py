@@ -210,7 +210,7 @@ def test_no_discordant_pair_gives_p_one_and_holds():
 def test_without_rules_the_gate_is_null_and_older_comparisons_read_as_without_one():
     base, cand = make_report(seeded_scores(8)), make_report(seeded_scores(8, seed=2), tag="cand")
     doc = compare(base, cand)
-    assert doc["gate"] is None and doc["schema_version"] == "1.5"
+    assert doc["gate"] is None and doc["schema_version"] == "1.6"
     assert regression_gate(doc, base, cand, None) is None
     # a comparison written before the gate existed has no `gate`: it is shown as having none
     older = {key: value for key, value in doc.items() if key != "gate"}

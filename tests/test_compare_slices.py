@@ -207,7 +207,7 @@ def test_hostile_slice_names_and_levels_are_escaped_in_the_fragment_and_the_summ
 def test_the_slices_section_validates_and_a_broken_one_is_refused():
     doc = planted({"alpha": 0.0, "bravo": -0.2, "charlie": 0.0})
     validate_comparison(doc)
-    assert doc["schema_version"] == "1.5"
+    assert doc["schema_version"] == "1.6"
     assert doc["slices"]["columns"] == [{"name": "source", "kind": "metadata", "levels": list(LEVELS)}]
     for breakage, expected in (
             (lambda d: d["slices"]["levels"][0].update(verdict="maybe"), "slices/levels/0/verdict"),

@@ -4,6 +4,7 @@
 - `settings`: the bootstrap, tolerance and regressions of a comparison, and their defaults;
 - `document`: pairing, paired rows and regressions, the compare-v1 document and its writing;
 - `slices`: the paired deltas within each slice level of the candidate, against the rest;
+- `checks`: the checks that newly fail in the candidate, example by example, and those fixed;
 - `context`: `open_comparison`, the setup of the 05 notebook;
 - `tables`, `figures`: what 05 shows.
 

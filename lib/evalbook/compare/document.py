@@ -6,7 +6,9 @@ values are present, the paired mean delta (candidate - baseline, so a positive d
 candidate scored higher) with a percentile bootstrap confidence interval, and the shares of
 examples that got better, worse or stayed the same (evalbook.stats). Pairs with a value missing in
 either run are counted and skipped, never averaged. Its `slices` section gives the same paired
-deltas within each slice level of the candidate, against the rest (evalbook.compare.slices).
+deltas within each slice level of the candidate, against the rest (evalbook.compare.slices);
+its `checks` section the checks that newly fail in the candidate, example by example
+(evalbook.compare.checks).
 
 A comparison is a report for people to read; it never fails a pipeline. Its `gate` is null
 here: only rules the user gives (`compare --fail-on`, evalbook.compare.gate) fill it.
@@ -23,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evalbook.compare import ComparisonError
+from evalbook.compare.checks import check_changes
 from evalbook.compare.gates import EMBEDDING_ROLES, embedding_gate, judge_gate, judge_side, retrieval_gate
 from evalbook.compare.settings import DEFAULTS, Settings
 from evalbook.compare.slices import slice_deltas, unavailable
@@ -36,7 +39,7 @@ from evalbook.stats import (PERCENTILE_METHOD, Bootstrap, PairedValues, bootstra
 from evalbook.validation import COMPARISON_SCHEMA, mismatch
 
 KIND = "compare"
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 # The comparison's name for each kind of metric (its `family`).
 FAMILIES = {"similarity": "embedding", "retrieval": "retrieval", "judge": "judge"}
 # Parts of a judge metric record that are not its verdicts.
@@ -292,6 +295,7 @@ def build_comparison(baseline: RunReport | dict[str, Any], candidate: RunReport 
         "deltas": long_deltas,
         "gate": None,
         "pairwise": None,  # filled only by compare --pairwise (evalbook.compare.pairwise)
+        "checks": check_changes(baseline, candidate, ids),
         "slices": (slice_deltas(candidate, deltas_by_id, ids,
                                 Bootstrap(settings.resamples, settings.seed, settings.confidence), settings.tolerance)
                    if slices else unavailable("slices are not computed for a report's headline comparison")),
