@@ -7,7 +7,7 @@
   that run's transcripts again (scenarios.replay_from) instead of simulating; output as `run`'s.
   A run whose transcripts lack some conversations (interrupted) is judged on the rest, its report
   lists what is missing, and the command exits 1.
-- `compare [--baseline <run id|report>] [--candidate <...>] [--fail-on '<metric><<tolerance>' ...]
+- `compare [--baseline <run id|report>] [--candidate <...>] [--fail-on '<metric><<tolerance>'|checks ...]
   [--pairwise]`: runs 05_compare (with --pairwise, the judge compares the answers too); the last
   line on stdout is the comparison JSON's location. Without runs, the two latest successful runs. Each --fail-on rule's outcome is printed before it (`gate failed: ...`).
 - `calibrate --labels <file> [--run <run id|report>]`: runs 06_calibrate; the last line on stdout
@@ -202,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"largest per-example regressions to list per metric (default {DEFAULTS.n_regressions})")
     compare.add_argument("--fail-on", dest="fail_on", action="append", metavar="RULE",
                          help="opt-in regression gate, one rule per metric, repeatable: '<metric><<tolerance>' "
-                              "with a tolerance <= 0, e.g. 'bertscore_f1<-0.02' or 'groundedness_pass<-0.05'; "
+                              "with a tolerance <= 0, e.g. 'bertscore_f1<-0.02' or 'groundedness_pass<-0.05', "
+                              "or 'checks' alone (fails when any check newly fails on a shared example); "
                               f"exit {GATE_FAILED} when a rule fails (docs/compare.md)")
     compare.add_argument("--pairwise", action="store_true",
                          help="also ask the profile's judge which run answered each shared question better, "

@@ -8,7 +8,11 @@ tolerance it names:
   resamples and confidence), lies below the tolerance: high < tolerance;
 - a judge metric's pass outcome, named `<metric>_pass` (`groundedness_pass`), fails when the
   pass-rate delta over the pairs judged in both runs is below the tolerance and the exact
-  McNemar test on those pairs gives p < 1 - confidence.
+  McNemar test on those pairs gives p < 1 - confidence;
+- `checks`, alone, fails when any check newly fails in the candidate on any shared example: it
+  passed there in the baseline and fails in the candidate (the comparison's `checks` section,
+  evalbook.compare.checks). A check's outcome is exact, not a noisy score, so the rule needs no
+  statistical test and takes no tolerance: one changed fact is one regression.
 
 A rule's tolerance is a number at most 0: the drop it tolerates. The rule's parsing and what
 the two runs can be compared on are checked before 05_compare runs (`check_rules`).
@@ -22,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from evalbook.compare import ComparisonError
+from evalbook.compare.checks import fixed_said, newly_failing_said, section_of
 from evalbook.compare.document import build_comparison, pair_examples
 from evalbook.metrics import METRICS, Metric
 from evalbook.report.reader import RunReport, judge_entry
@@ -30,6 +35,10 @@ from evalbook.templating import render
 PASS_SUFFIX = "_pass"
 BOOTSTRAP_TEST = "bootstrap interval of the paired mean delta"
 MCNEMAR_TEST = "exact McNemar test on paired pass/fail"
+CHECKS_TEST = "checks newly failing on shared examples"
+CHECKS_RULE = "checks"  # the rule that gates on the checks, written alone
+CHECKS_NAMED = f"{CHECKS_RULE} (alone: any check newly failing)"
+NEWLY_FAILING_NAMED = 3  # examples a failed checks rule names, worst first
 EXAMPLE_RULE = "bertscore_f1<-0.02"
 
 
@@ -40,9 +49,9 @@ class RuleError(ComparisonError):
 @dataclass(frozen=True)
 class Rule:
     text: str  # as the user wrote it
-    metric: str  # the name the rule gives: a metric, or `<judge metric>_pass`
+    metric: str  # the name the rule gives: a metric, `<judge metric>_pass`, or `checks`
     tolerance: float  # at most 0: the drop tolerated
-    measured: Metric  # the registered metric whose values (or pass outcomes) are compared
+    measured: Metric | None  # the registered metric whose values (or pass outcomes) are compared; None for checks
     pass_outcome: bool  # True: the judge's pass/fail outcome, tested with McNemar
 
 
@@ -56,17 +65,24 @@ def _gated_metrics() -> dict[str, tuple[Metric, bool]]:
 
 def _refused(text: str, problem: str, names: Sequence[str] | None = None) -> RuleError:
     """A rule refused, with the names a rule can give (all of them, unless `names` narrows them)."""
-    listed = ", ".join(_gated_metrics() if names is None else names) or "none"
+    named = [*_gated_metrics(), CHECKS_RULE] if names is None else names
+    listed = ", ".join(CHECKS_NAMED if name == CHECKS_RULE else name for name in named) or "none"
     return RuleError(f"--fail-on {text!r}: {problem}; metrics a rule can name: {listed} "
                      f"(example: --fail-on '{EXAMPLE_RULE}')")
 
 
 def parse_rule(text: str) -> Rule:
-    """One rule `<metric><<tolerance>`, e.g. `bertscore_f1<-0.02`; RuleError naming what is wrong."""
+    """One rule `<metric><<tolerance>`, e.g. `bertscore_f1<-0.02`, or `checks` alone; RuleError
+    naming what is wrong."""
     if not isinstance(text, str):
         raise _refused(repr(text), "a rule is a string")
     name, sign, number = text.partition("<")
     name = name.strip()
+    if name == CHECKS_RULE:
+        if sign:
+            raise _refused(text, f"the checks rule takes no tolerance: write --fail-on {CHECKS_RULE}, which "
+                                 f"fails when any check newly fails in the candidate on a shared example")
+        return Rule(CHECKS_RULE, CHECKS_RULE, 0.0, None, False)
     if not sign or not name or not number.strip():
         raise _refused(text, "not a rule of the form <metric><<tolerance>")
     gated = _gated_metrics()
@@ -148,6 +164,26 @@ def mcnemar_verdict(rule: Rule, baseline_passed: Sequence[bool], candidate_passe
     return _result(rule, MCNEMAR_TEST, delta, None, None, p, n, [b, c], beyond and significant, why)
 
 
+def checks_verdict(rule: Rule, checks: dict[str, Any]) -> dict[str, Any]:
+    """The checks rule on a comparison's `checks` section: it fails when any check passed in the
+    baseline and fails in the candidate on a shared example. Its delta is the pass-rate change
+    over the check outcomes decided in both runs, (fixed - newly failing) / n, and its
+    discordant pairs [newly failing, fixed], as McNemar's are; the why names the first examples."""
+    n = sum(row["n"] for row in checks["checks"])
+    failing, fixed = checks["n_newly_failing"], checks["n_fixed"]
+    if failing:
+        named = [f"{entry['id']} ({', '.join(outcome['check'] for outcome in entry['checks'])})"
+                 for entry in checks["newly_failing"][:NEWLY_FAILING_NAMED]]
+        more = checks["n_examples_newly_failing"] - len(named)
+        if more:
+            named[-1] += f" and {more} more example{'' if more == 1 else 's'}"
+        said = f"{newly_failing_said(checks)}: {', '.join(named)}"
+    else:
+        said = f"{newly_failing_said(checks)} ({n} check outcomes decided in both runs)"
+    return _result(rule, CHECKS_TEST, (fixed - failing) / n, None, None, None, n, [failing, fixed], failing > 0,
+                   f"{said}; {fixed_said(checks)}")
+
+
 def _result(rule: Rule, test: str, delta: float, low: float | None, high: float | None, p: float | None,
             n: int, discordant: list[int] | None, failed: bool, why: str) -> dict[str, Any]:
     return {"rule": rule.text, "metric": rule.metric, "tolerance": rule.tolerance, "test": test,
@@ -159,9 +195,10 @@ def _result(rule: Rule, test: str, delta: float, low: float | None, high: float 
 
 def _gateable_here(comparison: dict[str, Any]) -> list[str]:
     """The names a rule can give for this comparison: its compared metrics and, for judge ones,
-    their pass outcomes."""
+    their pass outcomes; `checks` when both runs' checks are compared."""
     compared = {row["metric"] for row in comparison["metrics"] if row["compared"]}
-    return [name for name, (metric, _) in _gated_metrics().items() if metric.name in compared]
+    named = [name for name, (metric, _) in _gated_metrics().items() if metric.name in compared]
+    return named + ([CHECKS_RULE] if section_of(comparison)["compared"] else [])
 
 
 def _not_compared(comparison: dict[str, Any], rule: Rule) -> RuleError:
@@ -190,8 +227,20 @@ def _pass_outcomes(rule: Rule, baseline: dict[str, Any], candidate: dict[str, An
     return base_passed, cand_passed
 
 
+def _checks_result(comparison: dict[str, Any], rule: Rule) -> dict[str, Any]:
+    checks = section_of(comparison)
+    if not checks["compared"]:
+        raise _refused(rule.text, f"the checks cannot be compared: {checks['reason']}", _gateable_here(comparison))
+    if not any(row["n"] for row in checks["checks"]):
+        raise _refused(rule.text, "no shared example has a check passed or failed in both runs",
+                       _gateable_here(comparison))
+    return checks_verdict(rule, checks)
+
+
 def _rule_result(comparison: dict[str, Any], rule: Rule, baseline: dict[str, Any],
                  candidate: dict[str, Any]) -> dict[str, Any]:
+    if rule.metric == CHECKS_RULE:
+        return _checks_result(comparison, rule)
     confidence = comparison["parameters"]["confidence"]
     row = next((r for r in comparison["metrics"] if r["metric"] == rule.measured.name and r["compared"]), None)
     if row is None:
