@@ -6,7 +6,9 @@ Three runs share one module fixture: the first simulates and judges; the second 
 the caches (its transcripts byte-identical, no simulator or system call); the third replays the
 first run's transcripts (scenarios.replay_from) without simulating. Then 02a_converse alone,
 interrupted by Ctrl-C during its second conversation, keeps the first transcript, and a rerun
-resumes it from the cache."""
+resumes it from the cache. The profile's checks file checks the replies (`turn`): the report
+holds each outcome beside its transcript and each check rolled up over the repeats, and the page
+names the failing ones."""
 
 from __future__ import annotations
 
@@ -39,6 +41,11 @@ SCENARIOS = {"version": 1, "scenarios": [
     {"id": "broken", "goal": "broken 0", "persona": "p", "first_speaker": "user", "max_turns": 2,
      "criteria": ["anything"]},
 ]}
+CHECKS = {"version": 1, "checks": [
+    {"name": "answers-each", "regex": "^Answer [0-9]+ to: ", "turn": "every"},
+    {"name": "no-goodbye-echo", "not_contains": "goodbye", "ignore_case": True, "turn": "last", "ids": ["loops"]},
+    {"name": "third-reply", "contains": "Answer 3", "turn": 3, "ids": ["glass"]},
+]}
 
 
 class Replayed:
@@ -59,6 +66,7 @@ def by_model(server: FaultServer) -> dict[str, int]:
 def setup(tmp_path_factory):
     folder = tmp_path_factory.mktemp("scenarios")
     (folder / "scenarios.yaml").write_text(yaml.safe_dump(SCENARIOS), "utf-8")
+    (folder / "checks.yaml").write_text(yaml.safe_dump(CHECKS), "utf-8")
     with FaultServer(reply=scripted) as server:
         profile = {
             "extends": str(ROOT / "params" / "scenarios-local.yaml"), "version": 1, "name": "scenarios-scripted",
@@ -75,6 +83,7 @@ def setup(tmp_path_factory):
                                     "temperature": 0.0, "seed": 0, "max_tokens": 100, "template": "answer-v1",
                                     "context": "none"}},
             "scenarios": {"path": str(folder / "scenarios.yaml"), "repeats": 2},
+            "checks": {"path": str(folder / "checks.yaml")},
         }
         path = folder / "scenarios-scripted.yaml"
         path.write_text(yaml.safe_dump(profile), "utf-8")
@@ -113,6 +122,27 @@ def test_the_report_shows_every_scenario_with_its_endings_pass_rates_and_estimat
     assert calls["sim"] == section["simulator"]["calls"] and calls["system"] == section["system"]["calls"]
     estimate = section["estimate"]
     assert calls["system"] <= estimate["system_calls"] == 2 * (3 + 4 + 2)
+
+
+def test_the_checks_file_checks_each_scenario_s_replies_over_its_repeats(setup):
+    section = report_of(setup["first"])["scenarios"]
+    by_id = {scenario["id"]: {c["check"]: c for c in scenario["checks"]} for scenario in section["scenarios"]}
+    assert set(by_id["glass"]) == {"answers-each", "third-reply"} and set(by_id["broken"]) == {"answers-each"}
+    assert by_id["glass"]["answers-each"]["status"] == "pass"
+    echo = by_id["loops"]["no-goodbye-echo"]  # "Answer 1 to: Thanks, goodbye!", then a loop
+    assert (echo["status"], echo["failed_repeats"]) == ("fail", [0, 1])
+    assert echo["reason"].startswith("failed in 2 of 2 repeats; repeat 0, reply 1: the answer holds 'goodbye'")
+    # glass ends after 2 replies, and broken's simulator fails before any: errors, not passes
+    assert by_id["glass"]["third-reply"]["reason"].startswith("could not be checked in 2 of 2 repeats")
+    assert by_id["broken"]["answers-each"]["status"] == "error"
+    glass = next(s for s in section["scenarios"] if s["id"] == "glass")["transcripts"][0]
+    assert [(o["check"], o["status"], o["details"]["reply"]) for o in glass["checks"]] == [
+        ("answers-each", "pass", 1), ("answers-each", "pass", 2), ("third-reply", "error", 3)]
+    replies = section["checks_summary"]["checks"]["answers-each"]["replies"]
+    assert (replies["n_passed"], replies["n_failed"], replies["interval"]["method"]) == (6, 0, "wilson")
+    assert report_of(setup["replayed"])["scenarios"]["checks_summary"] == section["checks_summary"]
+    page = (setup["first"].run_dir / "04_report.noinput.html").read_text("utf-8")
+    assert "failed in 2 of 2 repeats" in page and "no-goodbye-echo" in page
 
 
 def test_a_rerun_writes_the_same_transcripts_and_makes_no_simulator_or_system_call(setup):

@@ -67,6 +67,15 @@ def transcript_checks(transcript: Transcript, checks: Sequence[Check]) -> list[C
     return [outcome for check in checks for outcome in turn_outcomes(check, texts)]
 
 
+def _over_repeats(check: Check, transcripts: Sequence[Transcript], checked: Sequence[Sequence[CheckOutcome]],
+                  absent: Sequence[int]) -> dict[str, Any]:
+    """`check` over one scenario's repeats: each repeat's outcome from its replies' (`checked`,
+    one list per transcript), then the scenario's (evalbook.scenarios.outcomes.scenario_check)."""
+    by_repeat = {transcript.repeat: repeat_check(check.name, [o for o in outcomes if o.check == check.name])
+                 for transcript, outcomes in zip(transcripts, checked)}
+    return {**scenario_check(check.name, by_repeat, absent), "turn": check.turn}
+
+
 def _checks_summary(checks: Sequence[Check], by_transcript: list[list[CheckOutcome]],
                     by_scenario: list[list[dict[str, Any]]]) -> dict[str, Any] | None:
     """Per check, its pass rate over the replies it checked and over the scenarios it covers;
@@ -105,11 +114,7 @@ def scenarios_section(scenarios: Sequence[Scenario], transcripts: Sequence[Trans
         result = by_scenario.get(scenario.id)
         covering = [check for check in checks if applies_to_scenario(check, scenario.id)]
         checked = [transcript_checks(t, covering) for t in mine]
-        rolled = [{**scenario_check(check.name, {t.repeat: repeat_check(check.name, [o for o in outcomes
-                                                                                     if o.check == check.name])
-                                                 for t, outcomes in zip(mine, checked)},
-                                    absent.get(scenario.id, ())), "turn": check.turn}
-                  for check in covering]
+        rolled = [_over_repeats(check, mine, checked, absent.get(scenario.id, ())) for check in covering]
         by_transcript += checked
         scenario_checks.append(rolled)
         entries.append({
