@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from evalbook.compare.checks import fixed_said, newly_failing_said, section_of
 from evalbook.compare.document import ComparisonError, metric_label
 from evalbook.compare.pairwise import left_out_sentence, preferred_counts
 from evalbook.escaping import readable_table
@@ -318,6 +319,51 @@ def slices_table(doc: dict[str, Any]) -> pd.DataFrame:
             for level in section["levels"]]
     return pd.DataFrame(rows, columns=["metric", "slice", "level", "n", "mean delta", f"{confidence} interval",
                                        "rest", "difference", "difference interval", "q", "verdict"])
+
+
+# ---------------------------------------------------------------- the checks that newly fail
+
+def checks_html(doc: dict[str, Any]) -> str:
+    """HTML for 05, right after the first screen: how many checks newly fail in the candidate on
+    how many shared examples and how many were fixed; or, in one sentence, why the checks are
+    not compared (a report without checks)."""
+    section = section_of(doc)
+    if not section["compared"]:
+        return render("compare_checks.html", compared=False, reason=section["reason"])
+    return render("compare_checks.html", compared=True, failing=newly_failing_said(section),
+                  fixed=fixed_said(section))
+
+
+def check_rates_table(doc: dict[str, Any]) -> pd.DataFrame:
+    """One row per check either run ran: its pass rate in both runs over the shared examples it
+    passed or failed in both (`pairs`), the change, and how many newly fail and were fixed; a
+    check with no such pair says why in `note`."""
+    rows = [{"check": row["check"], "pairs": row["n"], "baseline": row["baseline_pass_rate"],
+             "candidate": row["candidate_pass_rate"], "change": row["delta"],
+             "newly failing": row["n_newly_failing"], "fixed": row["n_fixed"], "note": row["reason"] or ""}
+            for row in section_of(doc)["checks"]]
+    return pd.DataFrame(rows, columns=["check", "pairs", "baseline", "candidate", "change", "newly failing",
+                                       "fixed", "note"])
+
+
+def newly_failing_table(doc: dict[str, Any]) -> pd.DataFrame:
+    """Every shared example with a check that passed in the baseline and fails in the candidate,
+    worst first: its question, reference, both answers and each such check with its reason."""
+    rows = [{"id": entry["id"], "question": entry["question"], "reference": entry["reference_answer"],
+             "baseline answer": entry["baseline_answer"], "candidate answer": entry["candidate_answer"],
+             "newly failing": "\n".join(f"{outcome['check']}: {outcome['reason']}" for outcome in entry["checks"])}
+            for entry in section_of(doc)["newly_failing"]]
+    return pd.DataFrame(rows, columns=["id", "question", "reference", "baseline answer", "candidate answer",
+                                       "newly failing"])
+
+
+def newly_failing_styled(doc: dict[str, Any]):
+    """newly_failing_table for reading: full texts side by side, wrapped, every cell escaped."""
+    frame = newly_failing_table(doc)
+    section = section_of(doc)
+    caption = (f"the {len(frame)} shared examples with a check that passed in the baseline and fails in the "
+               f"candidate, the most such checks first ({section['n_newly_failing']} checks in all)")
+    return readable_table(frame, caption)
 
 
 # ---------------------------------------------------------------- pairwise judging

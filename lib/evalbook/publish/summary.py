@@ -7,6 +7,8 @@ line each, or how many tests flagged nothing (evalbook.report.failures); the cou
 missing, empty, cut or unscored; and links to the run's pages.
 `comparison_summary_md(comparison, baseline, candidate, links)` gives any pairing warning (few
 examples paired, other datasets: evalbook.compare.tables), the gate (or that none was applied),
+the checks that newly fail in the candidate (each check's pass rate in both runs with its change,
+and the first five examples with a check newly failing; or why the checks are not compared),
 each compared metric's paired delta with its interval and how many examples got better, worse
 or stayed, the slices the change moved (the flagged levels, or else the level that moved most:
 evalbook.compare.tables.slices_moved), the pass rates and counts of both runs, the three
@@ -32,6 +34,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from evalbook.compare.checks import fixed_said, newly_failing_said, section_of
 from evalbook.compare.document import metric_label
 from evalbook.compare.gate import PASS_SUFFIX
 from evalbook.compare.pairwise import left_out_sentence, preferred_counts
@@ -153,11 +156,25 @@ def comparison_summary_md(comparison: dict[str, Any], baseline: dict[str, Any], 
     `candidate` are the two runs' reports, for their pass rates and counts."""
     return render("summary_comparison.md", baseline_id=comparison["baseline"]["run_id"],
                   candidate_id=comparison["candidate"]["run_id"], pairing=comparison["pairing"],
-                  warnings=pairing_warnings(comparison), gate=_gate(comparison),
+                  warnings=pairing_warnings(comparison), gate=_gate(comparison), checks=_checks(comparison),
                   confidence=comparison["parameters"]["confidence"], **_deltas(comparison),
                   slices=slices_moved(comparison), **_both_runs(baseline, candidate),
                   regressions=_regressions(comparison), **_pairwise(comparison),
                   tolerance=comparison["parameters"]["tolerance"], links=_quoted(links))
+
+
+def _checks(comparison: dict[str, Any]) -> dict[str, Any]:
+    """The checks that newly fail (evalbook.compare.checks): the two sentences, each check's row,
+    and the first SHOWN_FAILURES examples with a check newly failing, shortened; or why not."""
+    section = section_of(comparison)
+    if not section["compared"]:
+        return {"compared": False, "reason": section["reason"]}
+    shown = [{"id": shortened(entry["id"], 80),
+              "reasons": shortened("; ".join(f"{o['check']}: {o['reason']}" for o in entry["checks"])),
+              "question": shortened(entry["question"]), "candidate_answer": shortened(entry["candidate_answer"])}
+             for entry in section["newly_failing"][:SHOWN_FAILURES]]
+    return {"compared": True, "failing": newly_failing_said(section), "fixed": fixed_said(section),
+            "rows": section["checks"], "shown": shown, "more": section["n_examples_newly_failing"] - len(shown)}
 
 
 def _pairwise(comparison: dict[str, Any]) -> dict[str, Any]:
