@@ -1,6 +1,6 @@
 """The checks for readers: each check's pass rate with its interval, and every answer that
 failed a check, worst first (the most checks failed, then the highest BERTScore F1: the wrong
-answers similarity would have ranked among the best).
+answers similarity would have ranked among the best), each linked to its full record.
 
 Every text (ids, questions, answers, references, reasons) is user text: the tables go through
 evalbook.escaping's readable_table, the sentences through the templates.
@@ -12,7 +12,9 @@ from typing import Any
 
 import pandas as pd
 
+from evalbook.escaping import shown_text
 from evalbook.formatting import interval
+from evalbook.templating import render
 
 # Said once, under the headline, whenever a report has checks: what each kind of number can see.
 SIMILARITY_IS_NOT_CORRECTNESS = (
@@ -66,3 +68,63 @@ def failing_answers(report: dict[str, Any]) -> pd.DataFrame:
                                         "_failed"])
     frame = frame.sort_values(["_failed", "BERTScore F1", "id"], ascending=[False, False, True], kind="stable")
     return frame.drop(columns="_failed").reset_index(drop=True)
+
+
+# Characters of each text the table of failing answers shows, so that it reads as a list; the
+# record it links to shows each text as the rest of the page does (escaping.SHOWN_CHARACTERS).
+TABLE_CHARACTERS = 240
+RECORD_ANCHOR = "failing-answer-{n}"  # numbered, so that no anchor carries the user's id
+
+
+def _facts_found(details: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fact check's details as rows a record lists: each kind of finding with its facts."""
+    rows = []
+    for key, label in (("changed", "changed"), ("unsupported", "unsupported"),
+                       ("beyond_reference", "beyond the reference"), ("missing", "missing")):
+        for fact in details.get(key) or []:
+            if isinstance(fact, dict):
+                rows.append({"finding": label, "kind": fact.get("kind"), "answer": fact.get("answer"),
+                             "reference": fact.get("reference")})
+    return rows
+
+
+def _record(example: dict[str, Any], n: int) -> dict[str, Any]:
+    similarity = example.get("answer_similarity") or {}
+    retrieval = example.get("retrieval") or {}
+    judge = example.get("judge") or {}
+    return {
+        "anchor": RECORD_ANCHOR.format(n=n), "id": example["id"],
+        "question": shown_text(example["question"]),
+        "answer": None if example.get("generated_answer") is None else shown_text(example["generated_answer"]),
+        "reference": shown_text(example["reference_answer"]),
+        "outcomes": [{"check": o["check"], "status": o["status"], "reason": o["reason"],
+                      "facts": _facts_found(o.get("details") or {})} for o in example.get("checks") or []],
+        "scores": [(label, value) for label, value in (
+            ("BERTScore F1", (similarity.get("bertscore") or {}).get("f1")),
+            ("sentence cosine", similarity.get("sentence_cosine")),
+            ("rank of the first relevant document", retrieval.get("rank")),
+            *((f"judge {name}", (entry or {}).get("score")) for name, entry in (judge.get("metrics") or {}).items()
+              if isinstance(entry, dict)),
+        ) if value is not None],
+        "metadata": [(name, value) for name, value in (example.get("metadata") or {}).items() if value is not None],
+        "source": example.get("source"),
+    }
+
+
+def failing_answers_html(report: dict[str, Any]) -> str:
+    """Every answer that failed a check, worst first (failing_answers' order), as a table whose
+    ids link to each answer's full record below it: every text (up to the page's length), every
+    check's outcome with the facts it found, the scores, the source and the metadata."""
+    by_id = {example["id"]: example for example in report["examples"]}
+    rows, records = [], []
+    for n, row in enumerate(failing_answers(report).to_dict("records"), start=1):
+        example = by_id[row["id"]]
+        records.append(_record(example, n))
+        rows.append({"anchor": RECORD_ANCHOR.format(n=n), "id": row["id"],
+                     "question": shown_text(row["question"], TABLE_CHARACTERS),
+                     "answer": None if row["answer"] is None else shown_text(row["answer"], TABLE_CHARACTERS),
+                     "reference": shown_text(row["reference"], TABLE_CHARACTERS),
+                     "failed": [(o["check"], shown_text(o["reason"], TABLE_CHARACTERS))
+                                for o in example.get("checks") or [] if o["status"] == "fail"],
+                     "f1": row["BERTScore F1"]})
+    return render("checks_failing.html", rows=rows, records=records)
