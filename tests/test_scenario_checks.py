@@ -115,6 +115,8 @@ def test_a_reply_that_never_came_is_an_error_never_a_pass():
     assert rolled_up(built, "greeter", "polite")["status"] == "error"
     shown = read_markup(page(built))[1]
     assert "reply 3 never came: the conversation has 2 replies" in shown
+    assert "third-says-three on reply 3: no reply passed or failed, 1 not checked" in shown
+    assert "bins · third-says-three: could not be checked in 1 of 1 repeat" in shown
 
 
 def test_a_run_where_every_reply_check_errored_checked_nothing():
