@@ -19,6 +19,7 @@ from evalbook.metrics import metric as registered
 
 CHECKS_SINCE = "1.13"  # the report schema that first holds checks
 DECIDED = ("pass", "fail")
+TALLIED = ("n", "base_passed", "cand_passed", "newly_failing", "fixed")  # counted per check over the pairs
 # Where similarity misleads most: among examples with as many checks newly failing, the
 # highest BERTScore F1 comes first, as the report's failing answers do (evalbook.report.checks).
 SIMILARITY = "bertscore_f1"
@@ -73,27 +74,11 @@ def check_changes(baseline: dict[str, Any], candidate: dict[str, Any], paired_id
                             f"the candidate {', '.join(cand_checks)})")
     base_by_id = {example["id"]: example for example in baseline["examples"]}
     cand_by_id = {example["id"]: example for example in candidate["examples"]}
-    counts = {name: {"n": 0, "base_passed": 0, "cand_passed": 0, "newly_failing": 0, "fixed": 0} for name in shared}
+    tallies = {name: dict.fromkeys(TALLIED, 0) for name in shared}
     newly_failing, fixed = [], []
     for position, example_id in enumerate(paired_ids):
         base, cand = base_by_id[example_id], cand_by_id[example_id]
-        before, after = _statuses(base), _statuses(cand)
-        failing, passing = [], []
-        for name in shared:
-            was, now = (before.get(name) or {}).get("status"), (after.get(name) or {}).get("status")
-            if was not in DECIDED or now not in DECIDED:
-                continue
-            tally = counts[name]
-            tally["n"] += 1
-            tally["base_passed"] += was == "pass"
-            tally["cand_passed"] += now == "pass"
-            if (was, now) == ("pass", "fail"):
-                tally["newly_failing"] += 1
-                failing.append({"check": name, "reason": after[name]["reason"],
-                                "baseline_reason": before[name]["reason"]})
-            elif (was, now) == ("fail", "pass"):
-                tally["fixed"] += 1
-                passing.append(name)
+        failing, passing = _example_changes(_statuses(base), _statuses(cand), shared, tallies)
         if failing:
             newly_failing.append((position, registered(SIMILARITY).value(cand), {
                 "id": example_id, "question": cand["question"], "reference_answer": cand["reference_answer"],
@@ -101,12 +86,34 @@ def check_changes(baseline: dict[str, Any], candidate: dict[str, Any], paired_id
                 "checks": failing}))
         if passing:
             fixed.append({"id": example_id, "checks": passing})
-    rows = [_check_row(name, counts.get(name), len(paired_ids), name in base_checks, name in cand_checks)
+    rows = [_check_row(name, tallies.get(name), len(paired_ids), name in base_checks)
             for name in dict.fromkeys([*base_checks, *cand_checks])]
     return {"compared": True, "reason": None, "n_paired": len(paired_ids), "checks": rows,
             "n_newly_failing": sum(len(entry["checks"]) for _, _, entry in newly_failing),
             "n_examples_newly_failing": len(newly_failing), "newly_failing": _worst_first(newly_failing),
             "n_fixed": sum(len(entry["checks"]) for entry in fixed), "fixed": fixed}
+
+
+def _example_changes(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], shared: Sequence[str],
+                     tallies: dict[str, dict[str, int]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One shared example: its checks newly failing (with both reasons) and the names of those
+    fixed, each check passed or failed in both runs counted into `tallies`."""
+    failing, passing = [], []
+    for name in shared:
+        was, now = (before.get(name) or {}).get("status"), (after.get(name) or {}).get("status")
+        if was not in DECIDED or now not in DECIDED:
+            continue
+        tally = tallies[name]
+        tally["n"] += 1
+        tally["base_passed"] += was == "pass"
+        tally["cand_passed"] += now == "pass"
+        if (was, now) == ("pass", "fail"):
+            tally["newly_failing"] += 1
+            failing.append({"check": name, "reason": after[name]["reason"], "baseline_reason": before[name]["reason"]})
+        elif (was, now) == ("fail", "pass"):
+            tally["fixed"] += 1
+            passing.append(name)
+    return failing, passing
 
 
 def _worst_first(found: list[tuple[int, float | None, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -116,13 +123,12 @@ def _worst_first(found: list[tuple[int, float | None, dict[str, Any]]]) -> list[
     return [entry for _, _, entry in ordered]
 
 
-def _check_row(name: str, tally: dict[str, int] | None, n_paired: int, in_baseline: bool,
-               in_candidate: bool) -> dict[str, Any]:
+def _check_row(name: str, tally: dict[str, int] | None, n_paired: int, in_baseline: bool) -> dict[str, Any]:
     """One check's pass rates in both runs over the pairs it passed or failed in both, its change,
     and its newly failing and fixed counts; a check only one run ran says so."""
     if tally is None:
         reason = f"only the {'baseline' if in_baseline else 'candidate'} run ran it"
-        tally = {"n": 0, "base_passed": 0, "cand_passed": 0, "newly_failing": 0, "fixed": 0}
+        tally = dict.fromkeys(TALLIED, 0)
     else:
         reason = None if tally["n"] else "no shared example has it passed or failed in both runs"
     n = tally["n"]
