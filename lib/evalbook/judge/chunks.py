@@ -4,13 +4,28 @@ registry entries and the report come next).
 
 The judge reads one chunk at a time against the question and replies `{verdict, reason, quote}`
 (CHUNK_SCHEMA), `verdict` one of relevant, partial, irrelevant, `quote` the passage of the
-chunk it rests on. The reply is read by `read_chunk_verdict`:
-- a reply that does not parse or does not match the schema is `invalid`, with the reason; it is
-  counted, never mapped to a verdict (a peer maps it to "irrelevant", which lowers a score on
-  the judge's failure);
-- a relevant or partial verdict whose quote is not in the chunk word for word (whitespace runs
-  aside) is `unsupported`: the judge claimed a passage the chunk does not hold. An irrelevant
-  verdict needs no quote.
+chunk it rests on. A reply becomes a verdict in `reply_verdict` (and `read_chunk_verdict`).
+
+An unusable verdict is defined here, once (UNUSABLE), and the stage (evalbook.judge.context)
+reads this definition: a verdict is unusable when
+- no reply can be read: the call failed, or no reply came for the chunk (`failed`);
+- the reply does not parse or does not match the schema (`invalid`);
+- a relevant or partial verdict quotes a passage that is not in the chunk word for word
+  (whitespace runs aside: `unsupported`); an irrelevant verdict needs no quote.
+Each is counted under its own name, never mapped to a verdict (a peer maps a bad reply to
+"irrelevant", which lowers a score on the judge's failure), and any one of them leaves its
+question unscored on relevance and precision: "<n> of <m> chunk verdicts are invalid or
+unsupported or failed", m the chunks sent to the judge (the empty ones aside). Until issue 48
+the score math here counted invalid and unsupported only, so a failed call scored as an
+irrelevant chunk when `context_scores` was called on it ([failed, relevant] gave 0.5 and 0.5),
+while the stage left the question unscored; the stage's definition is the right one, because a
+failed call says nothing about the chunk. The stage never passed a failed verdict to
+`context_scores`, so no report's number moved.
+
+Under the check protocol (evalbook.checks.protocol) each judged chunk is one outcome of the
+check `chunk_relevance` (`chunk_outcome`): relevant passes, partial and irrelevant fail, an
+unusable verdict is an error with its reason. Relevance is the share of passes over a
+question's outcomes, and an error leaves the question unscored, since its rank cannot be told.
 
 A chunk whose text is empty, or holds only whitespace and invisible format characters (a
 zero-width space, a byte order mark), is never sent to the judge: its verdict is `empty`
@@ -29,8 +44,8 @@ The metrics, over one question's chunks in rank order, count only `relevant` as 
 All three read the chunks with text only: an empty chunk is left out of the denominator and of
 the ranking (the next chunk with text takes its place), never counted as a 0, and its count is
 reported beside the score; a question whose chunks are all empty is unscored (ALL_EMPTY).
-A chunk whose verdict is invalid or unsupported leaves its question unscored on relevance and
-precision (its rank cannot be told), with the reason.
+An unusable verdict (above) leaves its question unscored on relevance and precision, with the
+reason.
 """
 
 from __future__ import annotations
@@ -38,15 +53,18 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Sequence
 
-from evalbook.judge.client import JudgeRequest, JudgeSettings, judge_key_parts
+from evalbook.checks.protocol import CheckOutcome, Status
+from evalbook.judge.client import JudgeReply, JudgeRequest, JudgeSettings, judge_key_parts
 from evalbook.judge.parsing import Unparsed, read_reply
 from evalbook.prompts import PromptTemplate, load_template
 
-VERDICTS = ("relevant", "partial", "irrelevant")
+VERDICTS = ("relevant", "partial", "irrelevant")  # the judge's, as CHUNK_SCHEMA allows them
+UNUSABLE = ("invalid", "unsupported", "failed")  # verdicts that cannot be used (the module's docstring)
 CHUNK_SCHEMA: dict[str, Any] = {
     "type": "object", "additionalProperties": False, "required": ["verdict", "reason", "quote"],
     "properties": {"verdict": {"enum": list(VERDICTS)}, "reason": {"type": "string"},
@@ -59,7 +77,11 @@ PROMPT = ("chunk-relevance", 1)  # judge/prompts/chunk-relevance-v1.txt
 
 
 EMPTY = "empty"
+KINDS = (*VERDICTS, *UNUSABLE, EMPTY)  # every verdict a chunk can get, as its record counts them
 ALL_EMPTY = "not scored: every retrieved chunk is empty or only whitespace"
+# Each judged chunk's status under the check protocol; an empty chunk is never judged and has none.
+STATUS: dict[str, Status] = {"relevant": "pass", "partial": "fail", "irrelevant": "fail",
+                             **dict.fromkeys(UNUSABLE, "error")}
 
 
 def is_empty_chunk(chunk: str) -> bool:
@@ -136,7 +158,7 @@ def chunk_requests(example_id: str, question: str, chunks: Sequence[str], settin
 
 @dataclass(frozen=True)
 class ChunkVerdict:
-    verdict: str  # one of VERDICTS, or invalid, or unsupported, or empty
+    verdict: str  # one of KINDS: a verdict of the judge's, an unusable one, or empty
     reason: str | None = None  # the judge's, or why the reply could not be used
     quote: str | None = None
     claimed: str | None = None  # an unsupported reply's verdict, as the judge gave it
@@ -166,6 +188,47 @@ def read_chunk_verdict(text: str | None, chunk: str, finish_reason: str | None =
     return ChunkVerdict(verdict, reason, quote)
 
 
+def reply_verdict(reply: JudgeReply | None, chunk: str) -> ChunkVerdict:
+    """The verdict on one chunk from the judge's reply to it (None: no reply came): EMPTY_CHUNK
+    for a chunk never sent, `failed` with the reason when no reply can be read, else
+    read_chunk_verdict's."""
+    if is_empty_chunk(chunk):  # never sent: there is no reply to read
+        return EMPTY_CHUNK
+    if reply is None:
+        return ChunkVerdict("failed", "no reply")
+    if reply.error is not None:
+        return ChunkVerdict("failed", f"judge call failed: {reply.error}")
+    return read_chunk_verdict(reply.text, chunk, reply.finish_reason)
+
+
+def chunk_outcome(verdict: ChunkVerdict) -> CheckOutcome | None:
+    """The chunk's verdict as an outcome of the check `chunk_relevance`: relevant passes,
+    partial and irrelevant fail, an unusable verdict is an error; each with its reason (the
+    judge's, or why the reply could not be used). None for an empty chunk: it was not judged."""
+    if verdict.verdict == EMPTY:
+        return None
+    reason = verdict.verdict if verdict.reason is None else f"{verdict.verdict}: {verdict.reason}"
+    details = {key: value for key, value in (("quote", verdict.quote), ("claimed", verdict.claimed))
+               if value is not None}
+    return CheckOutcome(NAME, STATUS[verdict.verdict], reason, details)
+
+
+def judged_outcomes(verdicts: Sequence[ChunkVerdict]) -> list[CheckOutcome]:
+    """The outcomes of the judged chunks, in rank order (an empty chunk has none)."""
+    return [outcome for outcome in map(chunk_outcome, verdicts) if outcome is not None]
+
+
+def unusable_reason(verdicts: Sequence[ChunkVerdict]) -> str | None:
+    """Why a question's chunk verdicts cannot be scored: how many are unusable (an error
+    outcome) of those judged (the empty chunks aside); None when every one can be used."""
+    return _unusable_reason(judged_outcomes(verdicts))
+
+
+def _unusable_reason(outcomes: Sequence[CheckOutcome]) -> str | None:
+    unusable = sum(outcome.status == "error" for outcome in outcomes)
+    return f"{unusable} of {len(outcomes)} chunk verdicts are {' or '.join(UNUSABLE)}" if unusable else None
+
+
 def average_precision(relevant: Sequence[bool]) -> float:
     """Average precision of a ranking given each rank's relevance (rank 1 first), exact; 0 when
     no chunk is relevant. [0, 0, 1, 1, 0] gives (1/3 + 2/4) / 2 = 5/12."""
@@ -186,27 +249,29 @@ class ContextScores:
     n_partial: int
     n_invalid: int
     n_unsupported: int
+    n_failed: int
     n_empty: int  # chunks with no text, left out of both scores
     unscored_reason: str | None = None
 
 
 def context_scores(verdicts: Sequence[ChunkVerdict]) -> ContextScores:
-    """Context relevance and precision of one question's chunks, in rank order, over the chunks
-    with text: an empty chunk is counted, and left out of both (the chunks after it move up a rank)."""
-    counts = {kind: sum(v.verdict == kind for v in verdicts)
-              for kind in (*VERDICTS, "invalid", "unsupported", EMPTY)}
+    """Context relevance and precision of one question's chunks, in rank order, over the judged
+    chunks' outcomes (chunk_outcome): relevance is the share that pass, precision the average
+    precision of the passes by rank. An empty chunk is counted and left out of both (the chunks
+    after it move up a rank); an unusable verdict leaves both unscored (unusable_reason)."""
+    counts = Counter(v.verdict for v in verdicts)
     common = {"n_chunks": len(verdicts), "n_relevant": counts["relevant"], "n_partial": counts["partial"],
-              "n_invalid": counts["invalid"], "n_unsupported": counts["unsupported"], "n_empty": counts[EMPTY]}
+              "n_invalid": counts["invalid"], "n_unsupported": counts["unsupported"], "n_failed": counts["failed"],
+              "n_empty": counts[EMPTY]}
     if not verdicts:
         return ContextScores(None, None, **common, unscored_reason="no chunk was retrieved")
-    judged = [v for v in verdicts if v.verdict != EMPTY]
-    if not judged:
+    outcomes = judged_outcomes(verdicts)
+    if not outcomes:
         return ContextScores(None, None, **common, unscored_reason=ALL_EMPTY)
-    unusable = counts["invalid"] + counts["unsupported"]
-    if unusable:
-        return ContextScores(None, None, **common,
-                             unscored_reason=f"{unusable} of {len(judged)} chunk verdicts are invalid or unsupported")
-    relevant = [v.verdict == "relevant" for v in judged]
+    unusable = _unusable_reason(outcomes)
+    if unusable is not None:
+        return ContextScores(None, None, **common, unscored_reason=unusable)
+    relevant = [outcome.status == "pass" for outcome in outcomes]
     return ContextScores(float(Fraction(sum(relevant), len(relevant))), average_precision(relevant), **common)
 
 

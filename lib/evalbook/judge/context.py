@@ -21,6 +21,10 @@ Where the row has gold ids beside its retrieved ids, each chunk's judged verdict
 the gold one, and `exact` is the average precision from the ids over the chunks the judge read
 (those with text), each gold id counted once, at its first rank (`exact_precision`), so that
 the summary can say how far the judge agrees with the ids.
+
+What makes a chunk verdict unusable, and what that does to a question, is evalbook.judge.chunks'
+(UNUSABLE, unusable_reason, context_scores); each judged chunk is an outcome of the check
+protocol there (chunk_outcome).
 """
 
 from __future__ import annotations
@@ -33,10 +37,10 @@ import numpy as np
 import pandas as pd
 
 from evalbook.formatting import is_missing
-from evalbook.judge.chunks import (ALL_EMPTY, EMPTY, EMPTY_CHUNK, NAME as CHUNK_REQUESTS, PROMPT as CHUNK_PROMPT,
-                                   RECALL as RECALL_REQUESTS, RECALL_PROMPT, VERDICTS, ChunkVerdict,
-                                   average_precision, chunk_requests, context_scores, is_empty_chunk,
-                                   read_chunk_verdict, read_recall, recall_request, texted)
+from evalbook.judge.chunks import (ALL_EMPTY, EMPTY, KINDS, NAME as CHUNK_REQUESTS, PROMPT as CHUNK_PROMPT,
+                                   RECALL as RECALL_REQUESTS, RECALL_PROMPT, STATUS, ChunkVerdict,
+                                   average_precision, chunk_requests, context_scores, read_recall, recall_request,
+                                   reply_verdict, texted)
 from evalbook.judge.client import JudgeReply, JudgeRequest, JudgeSettings
 from evalbook.judge.parsing import Unparsed
 from evalbook.judge.score import Score, ratio_fields
@@ -46,7 +50,6 @@ from evalbook.score.retrieval import relevant_ranks
 NO_CHUNK_TEXT = "not scored: no chunk text"
 NO_RETRIEVAL = "not scored: no retrieval results"
 NO_REFERENCE = "not scored: no reference answer"
-UNUSABLE = ("invalid", "unsupported", "failed")  # verdicts that leave a question unscored
 
 
 @dataclass(frozen=True)
@@ -156,33 +159,18 @@ def context_requests(rows: pd.DataFrame, config: dict[str, Any], settings: Judge
 Replies = dict[tuple[str, str, int], JudgeReply]  # (request example id, request metric, repeat)
 
 
-def _verdict(reply: JudgeReply | None, chunk: str) -> ChunkVerdict:
-    if is_empty_chunk(chunk):  # never sent: there is no reply to read
-        return EMPTY_CHUNK
-    if reply is None:
-        return ChunkVerdict("failed", "no reply")
-    if reply.error is not None:
-        return ChunkVerdict("failed", f"judge call failed: {reply.error}")
-    return read_chunk_verdict(reply.text, chunk, reply.finish_reason)
-
-
 def _chunk_scores(verdicts: Sequence[ChunkVerdict],
                   gold: tuple[list[bool], float] | None) -> dict[str, tuple[Score, dict]]:
     """Relevance and precision of one repeat's verdicts, each with its detail; empty chunks are
-    counted and left out (evalbook.judge.chunks.context_scores)."""
+    counted and left out, and an unusable verdict leaves both unscored (evalbook.judge.chunks'
+    one definition, context_scores)."""
     kinds = [v.verdict for v in verdicts]
-    detail = {"n_chunks": len(verdicts), "verdicts": kinds,
-              **{f"n_{kind}": kinds.count(kind) for kind in (*VERDICTS, *UNUSABLE, EMPTY)}}
-    if not verdicts:
-        return {"context_relevance": (Score.unscored("no chunk was retrieved"), detail),
-                "context_precision": (Score(0.0), detail)}
-    unusable = sum(kinds.count(kind) for kind in UNUSABLE)
-    if unusable:
-        reason = f"{unusable} of {len(kinds) - kinds.count(EMPTY)} chunk verdicts are {' or '.join(UNUSABLE)}"
-        return {"context_relevance": (Score.unscored(reason), detail),
-                "context_precision": (Score.unscored(reason), detail)}
+    detail = {"n_chunks": len(verdicts), "verdicts": kinds, **{f"n_{kind}": kinds.count(kind) for kind in KINDS}}
     scores = context_scores(verdicts)
-    if scores.unscored_reason is not None:  # every chunk is empty (ALL_EMPTY)
+    if not verdicts:
+        return {"context_relevance": (Score.unscored(scores.unscored_reason), detail),
+                "context_precision": (Score(0.0), detail)}
+    if scores.unscored_reason is not None:  # an unusable verdict, or every chunk is empty (ALL_EMPTY)
         return {"context_relevance": (Score.unscored(scores.unscored_reason), detail),
                 "context_precision": (Score.unscored(scores.unscored_reason), detail)}
     precision = dict(detail)
@@ -229,7 +217,7 @@ def context_judgments(row: Any, replies: Replies, config: dict[str, Any],
     listed = None
     for repeat in range(repeats):
         if {"context_relevance", "context_precision"} & set(names):
-            verdicts = [_verdict(replies.get((f"{row.id}#chunk{rank}", CHUNK_REQUESTS, repeat)), chunk)
+            verdicts = [reply_verdict(replies.get((f"{row.id}#chunk{rank}", CHUNK_REQUESTS, repeat)), chunk)
                         for rank, chunk in enumerate(chunks, 1)]
             if listed is None and chunks:
                 listed = chunk_list(chunks, verdicts, gold)
@@ -262,7 +250,7 @@ def relevance_by_rank(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for rank in sorted(at):
         counts = at[rank]
-        usable = sum(counts[kind] for kind in VERDICTS)
+        usable = sum(n for kind, n in counts.items() if STATUS.get(kind) in ("pass", "fail"))
         rows.append({"rank": rank, "n": sum(counts.values()) - counts[EMPTY], "n_empty": counts[EMPTY],
                      "n_usable": usable, "n_relevant": counts["relevant"], "n_partial": counts["partial"],
                      "relevant_share": counts["relevant"] / usable if usable else None})
