@@ -1,22 +1,30 @@
 """The context metrics under one protocol (issue 48): one definition of an unusable chunk verdict
-(evalbook.judge.chunks), read by the score math and by the stage alike, and each judged chunk as
-an outcome of the check protocol."""
+(evalbook.judge.chunks), read by the score math and by the stage alike; each judged chunk as an
+outcome of the check protocol; and the per-metric behaviour as entries of
+evalbook.judge.context's table, not tests of a metric's name."""
 
 from __future__ import annotations
 
+import ast
 import itertools
 import json
+from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from evalbook.checks.protocol import CheckOutcome, check_summary
+from evalbook.judge import context
 from evalbook.judge.chunks import (EMPTY, EMPTY_CHUNK, KINDS, NAME as CHUNK_CHECK, STATUS, UNUSABLE, VERDICTS,
                                    ChunkVerdict, chunk_outcome, context_scores, judged_outcomes, reply_verdict,
                                    unusable_reason)
 from evalbook.judge.client import JudgeReply, JudgeRequest
-from evalbook.judge.context import context_judgments
+from evalbook.judge.context import (CHUNK_VERDICTS, CONTEXT_METRICS, CONTEXT_TABLE, NOTHING_RETRIEVED, RECALL_CLAIMS,
+                                    ContextMetric, Judgment, context_judgments, context_requests)
 from evalbook.judge.score import Score
+from evalbook.metrics import of_kind
 
 CHUNK = "The teal bin is emptied every second Tuesday."
 FAILED = ChunkVerdict("failed", "judge call failed: HTTP 500: internal error")
@@ -117,3 +125,62 @@ def test_the_stage_and_the_score_math_agree_on_every_mix_of_verdicts(n):
         assert precision == expected_precision, kinds
         detail = judged["context_relevance"][0][1]
         assert {kind: detail[f"n_{kind}"] for kind in KINDS} == {kind: kinds.count(kind) for kind in KINDS}
+
+
+def test_the_context_metrics_are_the_registry_s_in_its_order_each_one_entry_of_the_table():
+    registered = [m.name for m in of_kind("judge") if m.reads == "retrieval"]
+    assert [m.NAME for m in CONTEXT_METRICS] == registered
+    assert {m.NAME for m in CONTEXT_TABLE} == set(registered)
+    with pytest.raises(LookupError, match="context_recall"):
+        context._in_registry_order(CONTEXT_TABLE[:2])
+    with pytest.raises(LookupError, match="context_novelty"):
+        context._in_registry_order((*CONTEXT_TABLE, replace(CONTEXT_TABLE[0], NAME="context_novelty")))
+
+
+def test_context_py_names_each_metric_once_in_its_table_and_tests_no_name():
+    """A test of a metric's name anywhere else in the module is behaviour the table should hold."""
+    source = Path(context.__file__).read_text("utf-8")
+    names = {m.NAME for m in CONTEXT_METRICS}
+    literals = [node.value for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.Constant) and node.value in names]
+    assert sorted(literals) == sorted(names)
+
+
+def test_what_each_metric_gives_when_nothing_was_retrieved_is_its_entry_s():
+    by_name = {m.NAME: m for m in CONTEXT_METRICS}
+    nothing = Judgment({"n_chunks": 0}, NOTHING_RETRIEVED, nothing_retrieved=True)
+    assert by_name["context_relevance"].judged(nothing) == (Score.unscored(NOTHING_RETRIEVED), {"n_chunks": 0})
+    assert by_name["context_precision"].judged(nothing) == (Score(0.0), {"n_chunks": 0})
+    assert by_name["context_recall"].judged(replace(nothing, detail={"n_claims": 0}))[0] == Score(0.0)
+    assert [m.reads for m in CONTEXT_METRICS] == [CHUNK_VERDICTS, CHUNK_VERDICTS, RECALL_CLAIMS]
+
+
+def test_a_new_metric_of_the_chunk_verdicts_is_one_entry_and_asks_the_judge_nothing_more(monkeypatch,
+                                                                                          default_judge_config):
+    """A share of partial verdicts, as a new entry: its requests are the chunk verdicts' (shared),
+    its scores, record and summary come from the entry alone."""
+    from evalbook.judge.chunks import chunk_template
+    from evalbook.judge.stage import settings_from
+
+    partial_share = ContextMetric("context_partial_share", CHUNK_VERDICTS,
+                                  lambda scores: scores.n_partial / (scores.n_chunks - scores.n_empty),
+                                  nothing_retrieved=None,
+                                  summary=(lambda entries: {"n_scored_here": sum(e["score"] is not None
+                                                                                 for e in entries)},))
+    monkeypatch.setattr(context, "CONTEXT_METRICS", (*CONTEXT_METRICS, partial_share))
+    row, replies, _ = chunk_row(("relevant", "partial", EMPTY, "irrelevant"))
+    config = context_config("context_relevance", "context_partial_share")
+    judged, listed = context_judgments(row, replies, config, 1)
+    assert judged["context_partial_share"][0][0] == Score(1 / 3)
+    assert judged["context_relevance"][0][0] == Score(1 / 3)
+    assert [c["verdict"] for c in listed] == ["relevant", "partial", EMPTY, "irrelevant"]
+    templates = {name: chunk_template() for name in config["metrics"]}
+    settings = settings_from(default_judge_config)
+    rows = pd.DataFrame([vars(row)])
+    alone = context_requests(rows, context_config("context_relevance"), settings, templates, 1)
+    assert [r.example_id for r in context_requests(rows, config, settings, templates, 1)] == [
+        r.example_id for r in alone] == ["q#chunk1", "q#chunk2", "q#chunk4"]
+    summary = partial_share.summary_fields([{"score": 1 / 3, "unscored_reason": None,
+                                             "verdicts": ["relevant", "partial"]}], config)
+    assert summary["n_scored_here"] == 1 and summary["verdicts"] == {"relevant": 1, "partial": 1}
+    assert partial_share.REQUESTS == CHUNK_CHECK
