@@ -1044,7 +1044,10 @@ def _canonical(frame: pd.DataFrame, metadata: list[str]) -> pd.DataFrame:
 
 
 def canonical_arrow(table: pd.DataFrame) -> pa.Table:
-    """The canonical table as Arrow, with its fixed schema."""
+    """The canonical table as Arrow, with its fixed schema; a table without `checks` (built
+    before check columns) has no check columns: null."""
+    if CHECKS not in table.columns:
+        table = table.assign(**{CHECKS: None})
     return pa.Table.from_pandas(table, schema=CANONICAL_SCHEMA, preserve_index=False)
 
 
