@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from browser import inspect_offline
+from evalbook.compare.checks import fixed_said, newly_failing_said
 from evalbook.compare.document import validate_comparison
 from evalbook.publish.pages import external_references, noinput_path
 from evalbook.layout import COMPARISONS_DIR
@@ -212,6 +213,11 @@ def test_the_no_code_comparison_opens_with_the_verdict(comparison, browser):
     assert verdict in seen["above"], seen["above"][:800]
     assert f"{comparison.doc['pairing']['n_paired']} examples paired by id" in seen["above"]
     assert "What changed: -p predictions_path: " in seen["above"] and "predictions-truncated.jsonl" in seen["above"]
+    # right after the verdict, the checks that newly fail (issue 48): both runs ran the fact check
+    checks = comparison.doc["checks"]
+    assert checks["compared"], checks["reason"]
+    said = f"Checks: {newly_failing_said(checks)}; {fixed_said(checks)}."
+    assert said in seen["text"] and seen["text"].index(said) < seen["text"].index("The regression gate")
     assert "from evalbook" not in seen["text"] and "Warning" not in seen["above"]
     assert str(comparison.folder.parent) not in seen["text"]  # no absolute path
     assert not seen["empty_tables"], seen["empty_tables"]
