@@ -11,9 +11,11 @@ the project root (the nearest folder above the profile that holds `pyproject.tom
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -387,8 +389,26 @@ def with_added_keys(values: dict[str, Any]) -> dict[str, Any]:
     return completed
 
 
+def _unknown_keys(error: jsonschema.ValidationError) -> str:
+    """Each key a section does not know, with the nearest known ones ("unknown key 'input_pth'
+    (did you mean 'input_path'?)"), or the section's keys when none is near."""
+    known = sorted(error.schema.get("properties") or {})
+    patterns = [re.compile(pattern) for pattern in error.schema.get("patternProperties") or {}]
+    unknown = [name for name in error.instance if name not in known
+               and not any(pattern.search(str(name)) for pattern in patterns)]
+    phrases = []
+    for name in unknown:
+        near = difflib.get_close_matches(str(name), known, n=3, cutoff=0.6)
+        phrases.append(f"unknown key {name!r}" + (f" (did you mean {' or '.join(repr(k) for k in near)}?)" if near
+                                                    else f"; the keys here are {', '.join(known)}"))
+    return "; ".join(phrases) or error.message
+
+
 def _violation(error: jsonschema.ValidationError) -> str:
-    """The schema's message; for a value that breaks a pattern, also what the key allows."""
+    """The schema's message in words a person reads: an unknown key with the nearest known ones;
+    for a value that breaks a pattern, also what the key allows."""
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        return _unknown_keys(error)
     allowed = error.schema.get("description") if error.validator == "pattern" else None
     return f"{error.message}; allowed: {allowed}" if allowed else error.message
 
