@@ -13,9 +13,10 @@ BENCH_BACKEND ?=
 BENCH_JUDGE_EXAMPLES ?= 500
 BENCH_GENERATE_EXAMPLES ?= 320
 BENCH_SLICES_ROWS ?= 12000
+BENCH_CHECKS_ROWS ?= 12000
 BENCH_TREND_RUNS ?= 500
 
-.PHONY: llm run test trend test-fast bench bench-memory bench-judge bench-generate bench-run bench-slices bench-trend judge-server setup browser compare calibrate diff venv clean-venv
+.PHONY: llm run test trend test-fast bench bench-memory bench-judge bench-generate bench-run bench-slices bench-checks bench-trend judge-server setup browser compare calibrate diff venv clean-venv
 
 # What make run needs: loading, scoring and reporting. No local LLM and no test packages, so a
 # fresh clone's first run does not wait for llama.cpp to compile.
@@ -149,6 +150,13 @@ bench-run: setup
 # makes 0 new encodings (exit 1 if it makes any) -> outputs/bench/slices.json
 bench-slices: setup
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_slices.py --rows $(BENCH_SLICES_ROWS)
+
+# What the fact check adds to a warm 02_score and 04_report on 12,000 rows built from the sample,
+# its outcomes computed (cold) and read back from the results store (warm), in one run; target: at
+# most 10% more time warm, and a warm round computes no outcome (exit 1 if it does)
+# -> outputs/bench/checks.json
+bench-checks: setup
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_checks.py --rows $(BENCH_CHECKS_ROWS)
 
 # The trend page over 500 synthetic run folders, cold, warm and after one more run, and the runs
 # index with their headlines, then with every report made invalid JSON (exit 1 if either opens a

@@ -86,6 +86,8 @@ folder is spelled in `layout` alone. From the top:
     assertions            the user's own checks (contains, regex, number, json, max_words, ...)
     checksfile            a checks file and check columns, refused by entry and field
     run                   every check on every example of a run
+    cache                 each example's outcomes kept between runs, so    results.sqlite
+                          that a warm run computes no check
 - load                  the evaluation set and answers, validated, joined canonical.parquet, load.json
 - judge/                03_judge: client, the metric protocol, one        judge.json
                         module per judged metric, the local llama.cpp

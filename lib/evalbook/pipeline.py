@@ -27,9 +27,10 @@ import pyarrow.parquet as pq
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm
 
+from evalbook.checks.cache import run_checks_cached
 from evalbook.checks.checksfile import load_checks_file
 from evalbook.checks.protocol import checks_summary
-from evalbook.checks.run import check_settings, run_checks
+from evalbook.checks.run import check_settings
 from evalbook.errors import EvalbookError
 from evalbook import load as load_module
 from evalbook.files import write_atomically
@@ -586,8 +587,8 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
               "skipped_incomplete_rows": loaded["skipped_incomplete_rows"],
               # a load.json written before warnings were recorded has none
               "warnings": loaded.get("warnings", [])}
-    checks = answer_checks(ctx, canonical)
     with closing(results_cache(ctx.profile)) as cache:
+        checks = answer_checks(ctx, canonical, cache)
         return build_report(
             run_id=ctx.run_id, timestamp=datetime.now(timezone.utc),
             dataset=dataset_label(ctx.profile),
@@ -599,10 +600,12 @@ def assemble_report(ctx: StageContext) -> dict[str, Any]:
             slicing=slicing(ctx, loaded), scenarios=scenarios_report(ctx), checks=checks, results_cache=cache)
 
 
-def answer_checks(ctx: StageContext, canonical: pd.DataFrame) -> tuple[list[list[dict[str, Any]]], dict[str, Any]] | None:
+def answer_checks(ctx: StageContext, canonical: pd.DataFrame,
+                  results: ResultCache) -> tuple[list[list[dict[str, Any]]], dict[str, Any]] | None:
     """Every check's outcome on each example, as report records, and the run's checks summary
-    (evalbook.checks); None when the profile asks for no check. A run where every check errors
-    fails (NothingChecked)."""
+    (evalbook.checks); None when the profile asks for no check. Outcomes computed before on the
+    same texts, settings and code are read from the results store (evalbook.checks.cache). A
+    run where every check errors fails (NothingChecked)."""
     config = ctx.profile["checks"]
     assertions = load_checks_file(resolve_path(config["path"], ctx.profile.root)) if config["path"] else ()
     settings = check_settings(config, assertions)
@@ -612,7 +615,7 @@ def answer_checks(ctx: StageContext, canonical: pd.DataFrame) -> tuple[list[list
     if any(a.kind == "latency_ms" for a in settings.assertions) and ctx.artifact(GENERATED).exists():
         generated = pq.read_table(ctx.artifact(GENERATED), columns=["id", "latency_ms"]).to_pandas()
         latency = dict(zip(generated["id"], generated["latency_ms"]))
-    outcomes = run_checks(canonical, settings, latency)
+    outcomes = run_checks_cached(canonical, settings, latency, results)
     return [[outcome.as_record() for outcome in example] for example in outcomes], checks_summary(outcomes)
 
 

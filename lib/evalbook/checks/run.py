@@ -23,6 +23,8 @@ from evalbook.checks.checksfile import assertions_from_entries
 from evalbook.checks.protocol import CheckOutcome, guarded
 
 NO_ANSWER = "no answer to check: the example has no prediction"
+READ_COLUMNS = ("id", "row", "generated_answer", "has_prediction", "reference_answer", "context",
+                "retrieved_contexts", "metadata", "checks")  # what example_inputs reads of a canonical row
 
 
 @dataclass(frozen=True)
@@ -60,28 +62,54 @@ def example_context(row: Mapping[str, Any]) -> str:
     return "\n\n".join(part for part in parts if part.strip())
 
 
-def example_checks(row: Mapping[str, Any], settings: CheckSettings,
-                   latency_ms: float | None = None) -> list[CheckOutcome]:
-    """Every check's outcome on one example (a canonical row); `latency_ms` is how long the
-    system took to answer it, where 00_generate asked."""
+@dataclass(frozen=True)
+class ExampleInputs:
+    """What the checks of one example read, and nothing else: the answer (None: no prediction),
+    the reference and the context (empty when the fact check is off), the checks that apply to
+    it in their order (the checks file's, then its own check columns'), and its latency where one
+    of them limits it."""
+
+    answer: str | None
+    reference: str
+    context: str
+    assertions: tuple[Assertion, ...]
+    latency_ms: float | None
+
+
+def example_inputs(row: Mapping[str, Any], settings: CheckSettings,
+                   latency_ms: float | None = None) -> ExampleInputs:
+    """The inputs of one example's checks (a canonical row); `latency_ms` is how long the system
+    took to answer it, where 00_generate asked."""
     answer = _text(row.get("generated_answer")) if row.get("has_prediction", True) else None
-    outcomes = []
-    if settings.facts is not None:
-        if answer is None:
-            outcomes.append(CheckOutcome(facts.CHECK, "error", NO_ANSWER))
-        else:
-            reference = _text(row.get("reference_answer")) or ""
-            context = example_context(row)
-            outcomes.append(guarded(facts.CHECK, lambda: facts.check_facts(answer, reference, context, settings.facts)))
+    reference, context = "", ""
+    if settings.facts is not None and answer is not None:
+        reference, context = _text(row.get("reference_answer")) or "", example_context(row)
+    assertions = []
     if settings.assertions:
         metadata = row.get("metadata")
         metadata = json.loads(metadata) if isinstance(metadata, str) else (metadata or {})
-        for assertion in settings.assertions:
-            if applies_to(assertion, row["id"], metadata):
-                outcomes.append(run_assertion(assertion, answer, latency_ms=latency_ms))
-    for assertion in assertions_from_entries(row.get("checks"), row["id"], row["row"]):
-        outcomes.append(run_assertion(assertion, answer, latency_ms=latency_ms))
-    return outcomes
+        assertions = [assertion for assertion in settings.assertions if applies_to(assertion, row["id"], metadata)]
+    assertions += assertions_from_entries(row.get("checks"), row["id"], row["row"])
+    reads_latency = any(assertion.kind == "latency_ms" for assertion in assertions)
+    return ExampleInputs(answer, reference, context, tuple(assertions), latency_ms if reads_latency else None)
+
+
+def fact_outcome(inputs: ExampleInputs, settings: facts.FactSettings) -> CheckOutcome:
+    """The fact check's outcome on one example: an error when it has no answer."""
+    if inputs.answer is None:
+        return CheckOutcome(facts.CHECK, "error", NO_ANSWER)
+    return guarded(facts.CHECK, lambda: facts.check_facts(inputs.answer, inputs.reference, inputs.context, settings))
+
+
+def assertion_outcomes(inputs: ExampleInputs) -> list[CheckOutcome]:
+    """The outcomes of the checks that apply to one example, in their order."""
+    return [run_assertion(assertion, inputs.answer, latency_ms=inputs.latency_ms) for assertion in inputs.assertions]
+
+
+def example_checks(inputs: ExampleInputs, settings: CheckSettings) -> list[CheckOutcome]:
+    """Every check's outcome on one example: the fact check's, then the assertions'."""
+    first = [] if settings.facts is None else [fact_outcome(inputs, settings.facts)]
+    return first + assertion_outcomes(inputs)
 
 
 def has_check_columns(canonical: pd.DataFrame) -> bool:
@@ -90,11 +118,23 @@ def has_check_columns(canonical: pd.DataFrame) -> bool:
     return "checks" in canonical.columns and bool(canonical["checks"].notna().any())
 
 
+def examples_inputs(canonical: pd.DataFrame, settings: CheckSettings,
+                    latency_ms: Mapping[str, float] | None = None) -> list[ExampleInputs] | None:
+    """Each example's inputs, in the canonical table's order (example_inputs); None when the
+    profile asks for no check and no example has check columns."""
+    if not settings.any and not has_check_columns(canonical):
+        return None
+    latency_ms = latency_ms or {}
+    # only the columns the checks read: a row of every column costs twice as long to build
+    read = canonical[[column for column in READ_COLUMNS if column in canonical.columns]]
+    return [example_inputs(row, settings, latency_ms.get(row["id"])) for row in read.to_dict("records")]
+
+
 def run_checks(canonical: pd.DataFrame, settings: CheckSettings,
                latency_ms: Mapping[str, float] | None = None) -> list[list[CheckOutcome]]:
     """Each example's outcomes, in the canonical table's order; `latency_ms` by example id,
-    00_generate's, where it asked the system."""
-    if not settings.any and not has_check_columns(canonical):
+    00_generate's, where it asked the system. evalbook.checks.cache keeps them between runs."""
+    examples = examples_inputs(canonical, settings, latency_ms)
+    if examples is None:
         return [[] for _ in range(len(canonical))]
-    latency_ms = latency_ms or {}
-    return [example_checks(row, settings, latency_ms.get(row["id"])) for row in canonical.to_dict("records")]
+    return [example_checks(inputs, settings) for inputs in examples]
