@@ -40,3 +40,9 @@ def test_two_mistyped_keys_are_each_answered(tmp_path):
     message = refusal({"input_pth": "x.csv", "limt": 3})
     assert "'input_pth' (did you mean 'input_path'?)" in message
     assert "'limt' (did you mean 'limit'?)" in message
+
+
+def test_a_key_of_a_section_built_from_a_shared_definition_is_suggested_too():
+    # models.bertscore's keys come partly from a $ref (unevaluatedProperties)
+    assert "models.bertscore: unknown key 'num_layer' (did you mean 'num_layers'?)" in refusal(
+        {"models.bertscore.num_layer": 3})

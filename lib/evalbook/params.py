@@ -389,11 +389,33 @@ def with_added_keys(values: dict[str, Any]) -> dict[str, Any]:
     return completed
 
 
+def _declared_keys(schema: Any, root: dict[str, Any], seen: frozenset[str] = frozenset()) -> tuple[set[str], set[str]]:
+    """The property names and property patterns a schema declares, its local `$ref`s and its
+    allOf/anyOf/oneOf branches included (what unevaluatedProperties counts as evaluated)."""
+    if not isinstance(schema, dict):
+        return set(), set()
+    names, patterns = set(schema.get("properties") or {}), set(schema.get("patternProperties") or {})
+    reference = schema.get("$ref")
+    branches = [branch for key in ("allOf", "anyOf", "oneOf") for branch in schema.get(key) or []]
+    if isinstance(reference, str) and reference.startswith("#/") and reference not in seen:
+        target: Any = root
+        for part in reference[2:].split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        branches.append(target)
+        seen = seen | {reference}
+    for branch in branches:
+        more_names, more_patterns = _declared_keys(branch, root, seen)
+        names |= more_names
+        patterns |= more_patterns
+    return names, patterns
+
+
 def _unknown_keys(error: jsonschema.ValidationError) -> str:
     """Each key a section does not know, with the nearest known ones ("unknown key 'input_pth'
     (did you mean 'input_path'?)"), or the section's keys when none is near."""
-    known = sorted(error.schema.get("properties") or {})
-    patterns = [re.compile(pattern) for pattern in error.schema.get("patternProperties") or {}]
+    properties, pattern_texts = _declared_keys(error.schema, _schema())
+    known = sorted(properties)
+    patterns = [re.compile(pattern) for pattern in pattern_texts]
     unknown = [name for name in error.instance if name not in known
                and not any(pattern.search(str(name)) for pattern in patterns)]
     phrases = []
@@ -407,7 +429,7 @@ def _unknown_keys(error: jsonschema.ValidationError) -> str:
 def _violation(error: jsonschema.ValidationError) -> str:
     """The schema's message in words a person reads: an unknown key with the nearest known ones;
     for a value that breaks a pattern, also what the key allows."""
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+    if error.validator in ("additionalProperties", "unevaluatedProperties") and isinstance(error.instance, dict):
         return _unknown_keys(error)
     allowed = error.schema.get("description") if error.validator == "pattern" else None
     return f"{error.message}; allowed: {allowed}" if allowed else error.message
