@@ -18,6 +18,7 @@ is a LoadError, so the run fails instead of reporting empty means.
 from __future__ import annotations
 
 import codecs
+import difflib
 import hashlib
 import csv
 import io
@@ -26,7 +27,7 @@ import re
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Collection
 
 import numpy as np
 import pandas as pd
@@ -90,6 +91,19 @@ METADATA_TYPES = ("string", "integer", "float", "boolean")
 _CSV_INTEGER = re.compile(r"[+-]?\d+")
 _CSV_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|nan)", re.IGNORECASE)
 _CSV_BOOLEAN = {"true": True, "false": False}
+
+
+# Column names of the peers' datasets, read as evalbook's when the file lacks evalbook's own
+# (a peer's name beside ours stays metadata): the peer's name -> (ours, the peer).
+PEER_NAMES = {
+    "user_input": ("question", "RAGAS"), "reference": ("answer", "RAGAS"), "ground_truth": ("answer", "RAGAS"),
+    "response": ("generated_answer", "RAGAS"), "contexts": ("retrieved_contexts", "RAGAS"),
+    "input": ("question", "DeepEval"), "expected_output": ("answer", "DeepEval"),
+    "actual_output": ("generated_answer", "DeepEval"), "retrieval_context": ("retrieved_contexts", "DeepEval"),
+}
+# What a predictions file may hold under a peer's name: the answers and what was retrieved.
+PREDICTION_PEER_NAMES = frozenset(name for name, (ours, _) in PEER_NAMES.items()
+                                  if ours in ("generated_answer", "retrieved_contexts"))
 
 
 def _rows_text(rows: list[int]) -> str:
@@ -459,11 +473,52 @@ def read_records(path: str, split: str = "test", hf_filesystem=None) -> pd.DataF
 
 # ---------------------------------------------------------------- validating columns
 
+def _peer_renames(columns: list[Any], path: str, names: Collection[str]) -> dict[str, str]:
+    """The file's columns named as a peer names them (PEER_NAMES, those of `names`), each to
+    evalbook's name, where the file lacks evalbook's own. RAGAS 0.1's pair (`answer` the
+    generated answer, `ground_truth` the reference) and two peer names for one column are a
+    LoadError naming the renames that fix it."""
+    present = [column for column in columns if isinstance(column, str)]
+    if "ground_truth" in present and "answer" in present and "ground_truth" in names:
+        raise LoadError(path, "holds both 'answer' and 'ground_truth', as RAGAS 0.1 data does, where answer is the "
+                        "generated answer and ground_truth the reference; evalbook's answer is the reference: "
+                        "rename answer to generated_answer and ground_truth to answer", column="ground_truth")
+    renames: dict[str, str] = {}
+    for column in present:
+        if column not in names:
+            continue
+        ours = PEER_NAMES[column][0]
+        if ours in present:
+            continue
+        earlier = next((peer for peer, target in renames.items() if target == ours), None)
+        if earlier is not None:
+            raise LoadError(path, f"{earlier!r} and {column!r} both stand for {ours}; keep one, or name one {ours}",
+                            column=column)
+        renames[column] = ours
+    return renames
+
+
+def _with_our_names(frame: pd.DataFrame, path: str, names: Collection[str]) -> pd.DataFrame:
+    """`frame` with its peer-named columns renamed to evalbook's (_peer_renames); the sentence
+    that says so, once per file, in its attrs' `renamed`."""
+    renames = _peer_renames(list(frame.columns), path, names)
+    if not renames:
+        return frame
+    peers = sorted({PEER_NAMES[column][1] for column in renames})
+    renamed = frame.rename(columns=renames)
+    renamed.attrs.update(frame.attrs)
+    renamed.attrs["renamed"] = (f"file {path}: the columns named as {' and '.join(peers)} name them are read as "
+                                "evalbook's: " + ", ".join(f"{peer!r} as {ours}" for peer, ours in renames.items()))
+    return renamed
+
+
 def _require_columns(frame: pd.DataFrame, path: str, columns) -> None:
     for column in columns:
         if column not in frame.columns:
             present = sorted(c for c in frame.columns if c != "__row")
-            raise LoadError(path, f"required column is missing (columns present: {present})",
+            near = difflib.get_close_matches(column, [str(c) for c in present], n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise LoadError(path, f"required column is missing{hint} (columns present: {present})",
                             column=column)
 
 
@@ -663,7 +718,9 @@ def metadata_column_names(input_path: str, predictions_path: str | None = None, 
     for path in (input_path, predictions_path):
         if path is None:
             continue
-        for column in read_records(path, split).columns:
+        columns = list(read_records(path, split).columns)
+        renames = _peer_renames(columns, path, PEER_NAMES if path == input_path else PREDICTION_PEER_NAMES)
+        for column in [renames.get(column, column) for column in columns]:
             if (isinstance(column, str) and column not in READ_COLUMNS and column != "__row"
                     and not is_check_column(column) and column not in names):
                 names.append(column)
@@ -704,7 +761,7 @@ def _read_examples(input_path: str, split: str, hf_filesystem,
                    skip_incomplete: bool) -> tuple[pd.DataFrame, int, list[int], dict[str, str]]:
     """The complete examples, the number of input rows, the rows skipped as incomplete, and the
     types of the columns kept as metadata."""
-    examples = read_records(input_path, split, hf_filesystem)
+    examples = _with_our_names(read_records(input_path, split, hf_filesystem), input_path, PEER_NAMES)
     _require_columns(examples, input_path, EXAMPLE_TEXT_COLUMNS)
     for column in EXAMPLE_TEXT_COLUMNS:
         _check_text(examples, input_path, column, allow_null=skip_incomplete,
@@ -731,7 +788,8 @@ def _read_predictions(predictions_path: str, split: str, hf_filesystem,
                       ignored: tuple[str, ...] = ()) -> tuple[pd.DataFrame, dict[str, str]]:
     """The predictions, and the types of the columns kept as metadata (`ignored` columns are
     neither read nor kept: 00_generate's own bookkeeping)."""
-    predictions = read_records(predictions_path, split, hf_filesystem)
+    predictions = _with_our_names(read_records(predictions_path, split, hf_filesystem), predictions_path,
+                                  PREDICTION_PEER_NAMES)
     predictions = predictions.drop(columns=[c for c in ignored if c in predictions.columns and c not in READ_COLUMNS])
     _require_columns(predictions, predictions_path, ["id", "generated_answer"])
     predictions["id"] = _normalise_ids(predictions, predictions_path, generated=False)
@@ -932,6 +990,7 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
     examples, n_input_rows, skipped_rows, types = _read_examples(input_path, split, hf_filesystem,
                                                                  skip_incomplete)
     files = dict.fromkeys(types, "input_path")
+    renamed = [examples.attrs["renamed"]] if "renamed" in examples.attrs else []
     n_predictions, unmatched = None, []
     if predictions_path is None:
         joined = _answers_in_input(examples, input_path)
@@ -939,6 +998,7 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
         predictions, prediction_types = _read_predictions(predictions_path, split, hf_filesystem,
                                                           ignored_prediction_columns)
         n_predictions = len(predictions)
+        renamed += [predictions.attrs["renamed"]] if "renamed" in predictions.attrs else []
         joined, unmatched = _join(examples, predictions, input_path, predictions_path, list(prediction_types))
         types.update(prediction_types)
         files.update(dict.fromkeys(prediction_types, "predictions_path"))
@@ -967,7 +1027,7 @@ def load_evaluation_set(input_path: str, predictions_path: str | None = None,
     return LoadResult(table=table, counts=counts, unmatched_prediction_ids=unmatched,
                       examples_without_prediction=without, skipped_incomplete_rows=skipped_rows,
                       sources={"input_path": input_path, "predictions_path": predictions_path},
-                      warnings=_near_miss_warning(unmatched, near_misses)
+                      warnings=renamed + _near_miss_warning(unmatched, near_misses)
                       + _retrieval_warnings(table, input_path)
                       + duplicate_id_warnings(table, predictions_path or input_path), generators=generators,
                       inputs_sha256={"input_path": input_sha256(input_path),
