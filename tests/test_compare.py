@@ -360,6 +360,20 @@ def test_check_pairable_names_the_report_file_the_ids_and_the_flag():
     assert "\n" not in str(refused.value)
 
 
+def test_two_runs_that_share_no_example_are_refused_before_anything_is_written():
+    from evalbook.compare.document import check_pairable
+    from evalbook.report.reader import RunReport
+
+    baseline, candidate = make_report({"a": 0.5, "b": 0.6}), make_report({"A ": 0.5, "x": 0.6}, tag="cand")
+    with pytest.raises(ComparisonError) as refused:
+        check_pairable(RunReport(baseline, "runs/base.json"), RunReport(candidate, "runs/cand.json"))
+    message = str(refused.value)
+    assert message.startswith("runs/base.json and runs/cand.json share no example id")
+    assert "baseline: 'a', 'b'" in message and "candidate: 'A ', 'x'" in message
+    assert "--baseline" in message and "--candidate" in message
+    assert ComparisonError.exit_code == 2
+
+
 def test_a_changed_question_under_the_same_id_is_reported():
     doc = compare(make_report({"a": 0.5, "b": 0.6}),
                   make_report({"a": 0.5, "b": 0.6}, tag="cand", questions={"b": "something else"}))

@@ -70,6 +70,7 @@ class Pairing:
 
 # At most this many repeated ids are named in an error; the rest are counted.
 SHOWN_DUPLICATES = 10
+SHOWN_IDS = 5  # ids of each run named when two runs share none
 
 
 def _by_id(examples: Sequence[dict[str, Any]], side: str, location: str | None = None) -> dict[str, dict[str, Any]]:
@@ -96,11 +97,19 @@ def check_pairable(baseline: RunReport, candidate: RunReport) -> None:
     """Raise ComparisonError, naming the report, the ids and the option that picks another run,
     when either report's examples cannot be paired by id (an id missing or repeated). The
     command line calls it before a comparison writes anything."""
+    ids = {}
     for side, report in (("baseline", baseline), ("candidate", candidate)):
         try:
-            _by_id(report.examples, side, report.location)
+            ids[side] = list(_by_id(report.examples, side, report.location))
         except ComparisonError as error:
             raise ComparisonError(f"{error}; correct the report, or compare another run (--{side})") from None
+    if ids["baseline"] and ids["candidate"] and not set(ids["baseline"]) & set(ids["candidate"]):
+        shown = "; ".join(f"{side}: {', '.join(repr(i) for i in found[:SHOWN_IDS])}"
+                          + (f" and {len(found) - SHOWN_IDS} more" if len(found) > SHOWN_IDS else "")
+                          for side, found in ids.items())
+        raise ComparisonError(f"{baseline.location} and {candidate.location} share no example id, so there is "
+                              f"nothing to compare ({shown}); compare two runs of the same evaluation set "
+                              "(--baseline, --candidate)")
 
 
 def pair_examples(baseline_examples: Sequence[dict[str, Any]],
