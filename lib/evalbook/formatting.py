@@ -67,3 +67,51 @@ def count(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, int):
         return MISSING
     return str(value)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 empty answer`, `3 empty answers`: a count with its noun, plural unless `n` is 1
+    (`plural` for a noun whose plural is not noun + "s": `counted(2, "match", "matches")`)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
+
+
+# How each count of a run reads on a page: load.json's counts (evalbook.load), the report's
+# counts (those plus the truncation counts of 02_score) and 02_score's per-example flags. One
+# table, read by every page that shows a count (01_load, 02_score, 04_report), so that a count
+# reads the same everywhere and a variable name never reaches a reader. `count_label` falls back
+# to the key with its underscores as spaces for a count added without a label here.
+COUNT_LABELS = {
+    "n_input_rows": "rows in the input file",
+    "n_skipped_incomplete_examples": "examples skipped for a missing text",
+    "n_predictions": "predictions read",
+    "n_unmatched_predictions": "predictions whose id matches no example",
+    "n_unmatched_differing_only_in_case_or_space": "examples whose id differs only in case or spaces",
+    "n_left_out_by_limit": "examples left out by the limit",
+    "n_examples": "examples evaluated",
+    "n_examples_without_prediction": "examples without a prediction",
+    "n_empty_generated_answers": "empty answers",
+    "n_empty_reference_answers": "empty reference answers",
+    "n_with_retrieval": "examples with retrieval results",
+    "n_retrieved_ids_without_gold_id": "examples with retrieved ids but no gold id",
+    "n_gold_id_without_retrieved_ids": "examples with a gold id but no retrieved ids",
+    "n_examples_with_duplicate_retrieved_ids": "examples whose retrieved ids repeat",
+    "n_truncated_bertscore": "answers cut to BERTScore's input limit",
+    "n_truncated_sentence": "answers cut to the sentence model's input limit",
+    # 02_score's flags, one per example
+    "generated_empty": "empty answers",
+    "reference_empty": "empty reference answers",
+    "truncated_bertscore": "answers cut to BERTScore's input limit",
+    "truncated_sentence": "answers cut to the sentence model's input limit",
+}
+
+
+def count_label(key: str) -> str:
+    """How the count `key` reads on a page (COUNT_LABELS), else the key without `n_` and underscores."""
+    return COUNT_LABELS.get(key) or key.removeprefix("n_").replace("_", " ")
+
+
+def counts_frame(counts: dict[str, Any]) -> pd.DataFrame:
+    """`counts` ({key: n}) as a page's table: one row per count, its label as the index, the
+    count (an integer) in the column `count`."""
+    return pd.DataFrame({"count": [int(n) for n in counts.values()]},
+                        index=pd.Index([count_label(key) for key in counts], name="what"))
