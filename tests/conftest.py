@@ -34,12 +34,13 @@ BROWSER_FIXTURE = "browser"
 # once, on one worker, except for two groups of modules that are one unit each:
 # - the modules that use the session's sample runs: the runs are made once, and a test that writes
 #   a comparison beside them never races one that lists what is there (a collected module that
-#   uses them and is not listed here fails the collection);
+#   uses them and is not listed here fails the collection); the session's own-CSV run (`own_run`)
+#   is made once too, for the two modules that read it;
 SAMPLE_RUNS_GROUP = "sample_runs"
 SAMPLE_RUNS_MODULES = frozenset({
     "test_calibrate_e2e", "test_calibrate_refusals", "test_compare_e2e", "test_compare_gate", "test_compare_pairwise",
-    "test_compare_refusals", "test_failures", "test_label_e2e", "test_pages", "test_summary",
-    "test_trend_e2e", "test_trend_page"})
+    "test_compare_refusals", "test_failures", "test_label_e2e", "test_own_data", "test_page_lint", "test_pages",
+    "test_summary", "test_trend_e2e", "test_trend_page"})
 # - the modules that start the real llama.cpp server, so that two servers never run at once:
 #   llama.cpp's threads wait for each other, and two servers on two cores judged 3 answers in more
 #   than 9 minutes, where one took under 3 (evalbook.judge.server.default_threads).
@@ -175,6 +176,43 @@ def sample_runs(tmp_path_factory) -> SampleRuns:
     profile = tmp_path_factory.mktemp("params") / "profile.yaml"
     profile.write_text(yaml.safe_dump(values, sort_keys=False), "utf-8")
     return SampleRuns(outputs, profile, baseline, candidate)
+
+
+# A user's own evaluation set, four rows (tests/test_own_data.py reads what its run makes). The last
+# column is a check column (docs/checks-assertions.md): the answer must hold its text.
+OWN_ROWS = [("What colour is the sky on a clear day?", "On a clear day the sky looks blue.", "Blue.", "It is blue.",
+             "blue"),
+            ("How many legs does a spider have?", "Spiders have eight legs.", "Eight.", "A spider has eight legs.",
+             "eight"),
+            ("Which gas do plants take in?", "Plants take in carbon dioxide.", "Carbon dioxide.", "Oxygen.",
+             "carbon dioxide"),
+            ("What is frozen water called?", "Frozen water is ice.", "Ice.", "", "")]
+
+
+@pytest.fixture(scope="session")
+def own_run(tmp_path_factory):
+    """One run of the default profile on a CSV of the user's own, with one override (the
+    outputs root and an unreachable judge only keep the test apart from the checkout), made once
+    per session: (its folder, its report's path, the command's stderr). Read it; do not write
+    beside it."""
+    import csv
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("own")
+    mine = folder / "helpdesk-eval.csv"
+    with mine.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["question", "context", "answer", "generated_answer", "check_contains_ignore_case"])
+        writer.writerows(OWN_ROWS)
+    outputs = folder / "outputs"
+    command = [sys.executable, "-m", "evalbook", "run", "--params", str(DEFAULT_PROFILE),
+               "-p", f"input_path={mine.name}", "-p", f"outputs_root={outputs}",
+               "-p", "judge.base_url=http://127.0.0.1:1/v1"]
+    result = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr
+    [report_path] = outputs.glob("local/eval-runs/*/*/*/*.json")
+    return folder, report_path, result.stderr
 
 
 @pytest.fixture

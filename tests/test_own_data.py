@@ -61,40 +61,6 @@ def test_answers_in_both_files_name_the_flag_that_fixes_it(tmp_path):
         load_evaluation_set(str(examples), str(predictions))
 
 
-# The last column is a check column (docs/checks-assertions.md): the answer must hold its text.
-ROWS = [("What colour is the sky on a clear day?", "On a clear day the sky looks blue.", "Blue.", "It is blue.",
-         "blue"),
-        ("How many legs does a spider have?", "Spiders have eight legs.", "Eight.", "A spider has eight legs.",
-         "eight"),
-        ("Which gas do plants take in?", "Plants take in carbon dioxide.", "Carbon dioxide.", "Oxygen.",
-         "carbon dioxide"),
-        ("What is frozen water called?", "Frozen water is ice.", "Ice.", "", "")]
-
-
-@pytest.fixture(scope="module")
-def own_run(tmp_path_factory):
-    """One run of the default profile on a CSV of the user's own, with one override (the
-    outputs root and an unreachable judge only keep the test apart from the checkout)."""
-    import csv
-    import subprocess
-    import sys
-
-    folder = tmp_path_factory.mktemp("own")
-    mine = folder / "helpdesk-eval.csv"
-    with mine.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["question", "context", "answer", "generated_answer", "check_contains_ignore_case"])
-        writer.writerows(ROWS)
-    outputs = folder / "outputs"
-    command = [sys.executable, "-m", "evalbook", "run", "--params", str(DEFAULT_PROFILE),
-               "-p", f"input_path={mine.name}", "-p", f"outputs_root={outputs}",
-               "-p", "judge.base_url=http://127.0.0.1:1/v1"]
-    result = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stderr
-    [report_path] = outputs.glob("local/eval-runs/*/*/*/*.json")
-    return folder, report_path, result.stderr
-
-
 def test_a_users_own_csv_runs_with_one_override_and_its_report_carries_the_csv_s_name(own_run):
     import json
 
