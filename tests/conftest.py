@@ -35,12 +35,12 @@ BROWSER_FIXTURE = "browser"
 # - the modules that use the session's sample runs: the runs are made once, and a test that writes
 #   a comparison beside them never races one that lists what is there (a collected module that
 #   uses them and is not listed here fails the collection); the session's own-CSV run (`own_run`)
-#   is made once too, for the two modules that read it;
+#   is made once too, for the modules that read it;
 SAMPLE_RUNS_GROUP = "sample_runs"
 SAMPLE_RUNS_MODULES = frozenset({
     "test_calibrate_e2e", "test_calibrate_refusals", "test_compare_e2e", "test_compare_gate", "test_compare_pairwise",
     "test_compare_refusals", "test_failures", "test_label_e2e", "test_own_data", "test_page_lint", "test_pages",
-    "test_summary", "test_trend_e2e", "test_trend_page"})
+    "test_report_page", "test_summary", "test_trend_e2e", "test_trend_page"})
 # - the modules that start the real llama.cpp server, so that two servers never run at once:
 #   llama.cpp's threads wait for each other, and two servers on two cores judged 3 answers in more
 #   than 9 minutes, where one took under 3 (evalbook.judge.server.default_threads).

@@ -43,6 +43,8 @@ folder is spelled in `layout` alone. From the top:
     failures              Where it fails in words, for 04 and summary.md
     checks                which answers fail a check: pass rates, failing answers
     figures, tables       what 04 shows
+    sections              the page's sections in order, which a run shows, its contents list
+    labels                the provenance fields in words (How this run was made)
 - trend/                every headline metric across runs (`make trend`)
     headline              a run's headline and its per-example values     headline.json,
                           (what the index and the trend read)              values.parquet

@@ -115,3 +115,24 @@ def counts_frame(counts: dict[str, Any]) -> pd.DataFrame:
     count (an integer) in the column `count`."""
     return pd.DataFrame({"count": [int(n) for n in counts.values()]},
                         index=pd.Index([count_label(key) for key in counts], name="what"))
+
+
+
+# What one of each count is, for a sentence that says a count of 1 ("1 empty answer"):
+# COUNT_LABELS names several. A count without a singular here reads with its label.
+COUNT_SINGULARS = {
+    "n_examples_without_prediction": "example without a prediction",
+    "n_empty_generated_answers": "empty answer",
+    "n_empty_reference_answers": "empty reference answer",
+    "n_truncated_bertscore": "answer cut to BERTScore's input limit",
+    "n_truncated_sentence": "answer cut to the sentence model's input limit",
+    "n_unmatched_differing_only_in_case_or_space": "example whose id differs only in case or spaces",
+    "n_unmatched_predictions": "prediction whose id matches no example",
+    "n_left_out_by_limit": "example left out by the limit",
+    "n_skipped_incomplete_examples": "example skipped for a missing text",
+}
+
+
+def count_said(key: str, n: int) -> str:
+    """The count `key` of `n` as a sentence says it: `1 empty answer`, `3 empty answers`."""
+    return counted(n, COUNT_SINGULARS.get(key, count_label(key)), count_label(key))

@@ -420,10 +420,13 @@ def _forest_text(text: str) -> str:
     return text if len(text) <= FOREST_LABEL_CHARACTERS else text[:FOREST_LABEL_CHARACTERS - 1] + "…"
 
 
-def _forest_rows(report: dict[str, Any], metric: str) -> list[tuple[str, dict[str, Any] | None]]:
-    """The plot's rows from the top: (slice name, None) heading each slice, then (level, its entry)."""
+def _forest_rows(report: dict[str, Any], metric: str,
+                 tested_only: bool = False) -> list[tuple[str, dict[str, Any] | None]]:
+    """The plot's rows from the top: (slice name, None) heading each slice, then (level, its entry);
+    with `tested_only`, only the levels tested (flagged or not), none too few to tell."""
     section = report["slices"]
-    entries = {(e["slice"], e["level"]): e for e in section["levels"] if e["metric"] == metric}
+    entries = {(e["slice"], e["level"]): e for e in section["levels"] if e["metric"] == metric
+               and not (tested_only and e["verdict"] == TOO_FEW)}
     rows: list[tuple[str, dict[str, Any] | None]] = []
     for column in section["columns"]:
         levels = [(level, entries[column["name"], level]) for level in column["levels"]
@@ -456,19 +459,22 @@ def _forest_points(ax, placed: list[tuple[float, dict[str, Any]]]) -> None:
 
 
 @styled
-def slice_forest(report: dict[str, Any], metric: str = "bertscore_f1") -> Figure | None:
+def slice_forest(report: dict[str, Any], metric: str = "bertscore_f1", tested_only: bool = False) -> Figure | None:
     """A forest plot of `metric` by slice: each level's mean with its interval, slices in the
     report's order (each named above its levels, on a band of its own), the run's mean as a
     dashed line in the metric's colour. Flagged levels are drawn as diamonds in red (worse) or
     blue (better) with their q at the right, slice headings in bold; levels too few to tell are
     hollow. Every level shows its n.
 
+    With `tested_only`, the levels too few to tell are left out (the page's table holds them),
+    and so is a slice with none tested.
+
     None when the report has no slices, the metric was not tested by slice, or no level has a
-    value (slice_forest_gap says which)."""
-    if _slice_forest_gap(report, metric) is not None:
+    value, or none was tested with `tested_only` (slice_forest_gap says which)."""
+    if _slice_forest_gap(report, metric, tested_only) is not None:
         return None
     style = registered(metric)
-    rows = _forest_rows(report, metric)
+    rows = _forest_rows(report, metric, tested_only)
     fig, ax = new_figure(figsize=(8.5, 1.4 + 0.24 * len(rows)))
     placed, labels, band, top = [], [], 0, 0
     for position, (name, entry) in enumerate(rows):
@@ -512,11 +518,19 @@ def slice_forest(report: dict[str, Any], metric: str = "bertscore_f1") -> Figure
     return fig
 
 
-def forest_metrics(report: dict[str, Any]) -> list[str]:
-    """The metrics a forest plot is drawn for: those tested by slice with a value in some level,
-    in the report's order."""
+def forest_metrics(report: dict[str, Any], tested_only: bool = False) -> list[str]:
+    """The metrics a forest plot is drawn for: those tested by slice with a value in some level
+    (with `tested_only`, in some level tested), in the report's order."""
     return [name for name in (report.get("slices") or {}).get("metrics", [])
-            if _slice_forest_gap(report, name) is None]
+            if _slice_forest_gap(report, name, tested_only) is None]
+
+
+def page_forest_metrics(report: dict[str, Any]) -> list[str]:
+    """The metrics 04_report's page draws a forest plot for, tested levels only: each headline
+    metric and each metric with a flagged level, among those with a level tested, in the report's
+    order. Every level of every metric is in the page's table; the plots are what a reader looks at."""
+    flagged = {e["metric"] for e in (report.get("slices") or {}).get("levels", []) if e["verdict"] in (WORSE, BETTER)}
+    return [name for name in forest_metrics(report, tested_only=True) if registered(name).headline or name in flagged]
 
 
 # ---------------------------------------------------------------- saving
@@ -590,7 +604,7 @@ def _pass_rate_gap(report: dict[str, Any], similarity: bool = False) -> str | No
     return gap or "no judged example has a score (see unscored_judgments)"
 
 
-def _slice_forest_gap(report: dict[str, Any], metric: str = "bertscore_f1") -> str | None:
+def _slice_forest_gap(report: dict[str, Any], metric: str = "bertscore_f1", tested_only: bool = False) -> str | None:
     section = report.get("slices")
     if not section:
         return "the run was not sliced" if "slices" in report else "the report was written before slices existed"
@@ -600,6 +614,8 @@ def _slice_forest_gap(report: dict[str, Any], metric: str = "bertscore_f1") -> s
         return f"{registered(metric).label} was not tested by slice"
     if not any(e["metric"] == metric and e["mean"] is not None for e in section["levels"]):
         return f"no level has a {registered(metric).label} value"
+    if tested_only and not any(e["metric"] == metric and e["verdict"] != TOO_FEW for e in section["levels"]):
+        return f"no level has enough examples to test {registered(metric).label}"
     return None
 
 
@@ -653,6 +669,16 @@ _GAPS: dict[str, Callable[..., str | None]] = {
     "retrieval_rank_histogram": _retrieval_gap,
     "slice_forest": _slice_forest_gap,
 }
+
+
+# The figures of 04_report's Figures section, in its order: (the PNG's name, its builder).
+PAGE_FIGURES: tuple[tuple[str, Callable[..., Figure | None]], ...] = (
+    ("similarity-distributions", similarity_distributions),
+    ("f1-vs-cosine", f1_vs_cosine),
+    ("groundedness-vs-relevance", groundedness_vs_relevance),
+    ("pass-rate-by-threshold", pass_rate_by_threshold),
+    ("retrieval-ranks", retrieval_rank_histogram),
+)
 
 
 def no_data_reason(report: dict[str, Any], figure: Callable[..., Any] | str, **options) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalbook.formatting import count_said, counted
 from evalbook.judge.display import plain_reason
 from evalbook.metrics import METRICS, Metric
 from evalbook.metrics import metric as registered
@@ -72,15 +73,33 @@ COUNTS = (("n_examples_without_prediction", "examples without an answer"),
           ("n_truncated_sentence", "cut at the sentence model's limit"))
 
 
+def _judgments(report: dict[str, Any]) -> tuple[int, int]:
+    """(unscored judgments, judged replies whose extra keys were ignored) over the judged metrics."""
+    judged = list(((report.get("judge_summary") or {}).get("metrics") or {}).values())
+    return (sum(m.get("n_unscored") or 0 for m in judged), sum(m.get("n_extra_keys") or 0 for m in judged))
+
+
+EXTRA_KEYS = ("judged reply whose extra keys were ignored", "judged replies whose extra keys were ignored")
+
+
 def counts(report: dict[str, Any]) -> list[tuple[str, int]]:
     """(what, how many) of the report's counts a reader needs, and the unscored judgments: the
-    headline's and summary.md's."""
+    rows of summary.md's table of counts."""
     given = report.get("counts") or {}
     shown = [(text, given[key]) for key, text in COUNTS if given.get(key) is not None]
-    judged = list(((report.get("judge_summary") or {}).get("metrics") or {}).values())
-    shown.append(("unscored judgments", sum(m.get("n_unscored") or 0 for m in judged)))
-    extra = sum(m.get("n_extra_keys") or 0 for m in judged)
-    return shown + ([("judged replies whose extra keys were ignored", extra)] if extra else [])
+    unscored, extra = _judgments(report)
+    shown.append(("unscored judgments", unscored))
+    return shown + ([(EXTRA_KEYS[1], extra)] if extra else [])
+
+
+def counts_said(report: dict[str, Any]) -> list[str]:
+    """The same counts as the headline's sentence says them, each in the number it takes
+    ("1 empty answer", "0 unscored judgments"), in the words of formatting.COUNT_LABELS."""
+    given = report.get("counts") or {}
+    said = [count_said(key, given[key]) for key, _ in COUNTS if given.get(key) is not None]
+    unscored, extra = _judgments(report)
+    said.append(counted(unscored, "unscored judgment"))
+    return said + ([counted(extra, *EXTRA_KEYS)] if extra else [])
 
 
 def earlier_context(comparison: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -103,7 +122,8 @@ def first_screen(report: RunReport | dict[str, Any]) -> dict[str, Any]:
     and summary_run.md render: dataset, run_id, generator, generation (None unless 00_generate
     asked for the answers), judge (ran, label, reason), models (the pins), confidence, metrics
     (one row per headline metric with an interval: label, k, mean, low, high, n, passing),
-    pass_rates (rate and threshold by judged metric), counts, and checks (how many answers
+    pass_rates (rate and threshold by judged metric), counts (each as a table's row names it)
+    and counts_said (each as a sentence says it), and checks (how many answers
     failed a check, and what the similarity metrics cannot see; None without checks)."""
     view = RunReport.of(report)
     data = view.data
@@ -111,6 +131,7 @@ def first_screen(report: RunReport | dict[str, Any]) -> dict[str, Any]:
             "generation": data.get("generation_summary") or None, "judge": _judge(view.judge_summary),
             "models": _model_pins(data), "confidence": (data.get("intervals") or {}).get("confidence", 0.95),
             "metrics": _metric_rows(data), "pass_rates": _pass_rates(data), "counts": counts(data),
+            "counts_said": counts_said(data),
             "checks": checks_view(data)}
 
 

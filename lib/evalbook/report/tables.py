@@ -12,11 +12,12 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from evalbook.escaping import escaped_table, readable_table
-from evalbook.formatting import MISSING
+from evalbook.formatting import MISSING, counts_frame
 from evalbook.judge.display import answers_table, unscored_table, verdict_text
 from evalbook.metrics import metric as registered
 from evalbook.metrics import METRICS
 from evalbook.params import dotted_items
+from evalbook.report.labels import provenance_name
 from evalbook.report.reader import RunReport, judge_entry
 
 TEXT_COLUMNS = ("question", "reference_answer", "generated_answer")
@@ -104,15 +105,41 @@ def judged_answers(report: RunReport | dict[str, Any]) -> pd.DataFrame:
 
 
 def provenance_table(report: RunReport | dict[str, Any]) -> pd.DataFrame:
-    """The report's provenance as one row per field (nested fields dotted), for reading.
+    """How the run was made: the report's provenance as one row per field (nested fields
+    dotted), each named in words (report.labels), for reading.
 
     A path is shown by its file name: where the run's files lie on one machine says nothing to
-    a reader of the shared page, and the report JSON keeps the whole path."""
+    a reader of the shared page, and the report JSON keeps the whole path. A list reads as its
+    items joined by commas."""
     rows = []
     for key, value in dotted_items(RunReport.of(report).data["provenance"]).items():
-        if isinstance(value, list):
+        if isinstance(value, (list, tuple)):
             value = ", ".join(str(item) for item in value)
         if isinstance(value, str) and PurePosixPath(value).is_absolute():
             value = PurePosixPath(value).name
-        rows.append({"field": key, "value": MISSING if value is None else str(value)})
+        rows.append({"field": provenance_name(key), "value": MISSING if value is None else str(value)})
     return pd.DataFrame(rows, columns=["field", "value"]).set_index("field")
+
+
+def counts_table(report: RunReport | dict[str, Any]) -> pd.DataFrame:
+    """The report's counts as a table (formatting.counts_frame): one row per count, named in words,
+    with its whole number; the lists of ids behind some counts stay in the report JSON."""
+    given = RunReport.of(report).data["counts"]
+    return counts_frame({key: value for key, value in given.items()
+                         if isinstance(value, int) and not isinstance(value, bool)})
+
+
+# How the similarity summary's statistics read on the page.
+SUMMARY_COLUMNS = {"mean": "mean", "p10": "10th percentile", "p50": "median", "p90": "90th percentile",
+                   "n": "n", "n_missing": "without a score"}
+
+
+def similarity_table(report: RunReport | dict[str, Any]) -> pd.DataFrame:
+    """The answer-similarity summary, one row per metric named by its label: mean, percentiles,
+    n and how many examples have no score; the numbers as the report holds them."""
+    summaries = RunReport.of(report).data["answer_similarity_summary"]
+    rows = [{"metric": registered(name).label,
+             **{shown: summary.get(key) for key, shown in SUMMARY_COLUMNS.items()}}
+            for name, summary in summaries.items()]
+    frame = pd.DataFrame(rows, columns=["metric", *SUMMARY_COLUMNS.values()]).set_index("metric")
+    return frame.astype({"n": "int64", "without a score": "int64"})
