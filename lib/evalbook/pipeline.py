@@ -42,7 +42,9 @@ from evalbook.judge.stage import (judge_table, local_embedder, not_run, openai_e
 from evalbook.layout import (CANONICAL, CONVERSATIONS, GENERATED, GENERATION, INTERACTIVE_REPORT, JUDGE, LOAD_SUMMARY,
                              PROVENANCE, SCENARIO_JUDGMENTS, TRANSCRIPTS,
                              SCORED, SCORING_SUMMARY, TOPICS, interactive_folder, report_path)
-from evalbook.metrics import QUESTION_EMBEDDING, names
+from evalbook.escaping import shown_text
+from evalbook.formatting import MISSING, counted, is_missing, number
+from evalbook.metrics import METRICS, QUESTION_EMBEDDING, metric, names
 from evalbook.params import (Profile, embedding_cache_path, generate_cache_path, judge_cache_path, load_profile,
                              local_outputs_root,
                              resolve_path,
@@ -64,6 +66,7 @@ from evalbook.scenarios.spec import Scenario, load_scenarios
 from evalbook.scenarios.transcripts import TranscriptWriter, line_of, read_replay_source, read_transcripts, replay_path
 from evalbook.score.models import resolve_model, resolve_profile_models
 from evalbook.stats import BOOTSTRAP, summarize
+from evalbook.templating import render
 
 class StageError(EvalbookError, RuntimeError):
     """A stage that cannot run, for example because its upstream artifact is missing."""
@@ -682,3 +685,215 @@ def score_summary(scored: pd.DataFrame) -> pd.DataFrame:
 def summary_table(report: dict[str, Any]) -> pd.DataFrame:
     """The report's answer-similarity summary as a metric-by-statistic table."""
     return summary_frame(report["answer_similarity_summary"])
+
+
+# ---------------------------------------------------------------- what the pages of 01-03 show
+# Plain values for readers: no dict or list as Python prints it, no absolute path, counts as
+# integers with their labels (formatting.COUNT_LABELS), means to 3 decimals.
+
+# scoring.json's keys (evalbook.score's provenance) as a reader reads them; a key missing here
+# reads as itself with spaces (an engine that records more, such as ray's, still shows them)
+SCORING_LABELS = {
+    "bertscore_hash": "BERTScore's hash string", "bertscore_model": "BERTScore model",
+    "bertscore_num_layers": "BERTScore layer", "sentence_transformer_model": "sentence model",
+    "bertscore_max_tokens": "BERTScore's input limit (tokens)",
+    "sentence_max_tokens": "sentence model's input limit (tokens)",
+    "shared_forward_pass": "one forward pass serves both metrics", "weights_sha256": "weights' sha256",
+    "rescale_baseline": "rescaling baseline", "chunk_size": "texts per batch", "torch_threads": "torch threads",
+    "backend_versions": "version", "backend_fallback": "backend fallback", "sequences_encoded": "texts encoded",
+    "embedding_cache": "embedding cache",
+}
+MODEL_ROLES = {"sentence_transformer": "sentence model", "bertscore": "BERTScore"}
+
+
+def shown_path(value: str | Path, outputs_root: Path) -> str:
+    """A path as a page shows it: relative to the outputs root when it lies inside it, else its
+    file name; a remote location (s3://, hf://) as written."""
+    text = str(value)
+    if "://" in text or not Path(text).is_absolute():
+        return text
+    path = Path(text)
+    try:
+        return path.relative_to(outputs_root).as_posix()
+    except ValueError:
+        return path.name
+
+
+def readable_value(value: Any, outputs_root: Path) -> str:
+    """One value of a "How this run was made" table as text: yes/no, whole numbers, 3 decimals,
+    an absolute path shortened (shown_path), a list joined with commas, a mapping as `key value`
+    pairs; the em dash when missing."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None or is_missing(value):
+        return MISSING
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return number(value)
+    if isinstance(value, dict):
+        return "; ".join(f"{MODEL_ROLES.get(key, key)} {readable_value(item, outputs_root)}"
+                         for key, item in value.items()) or MISSING
+    if isinstance(value, (list, tuple)):
+        return ", ".join(readable_value(item, outputs_root) for item in value) or MISSING
+    return shown_path(value, outputs_root) if str(value).startswith("/") else str(value)
+
+
+def _megabytes(n_bytes: Any) -> str:
+    return f"{n_bytes / 1e6:.1f} MB" if isinstance(n_bytes, (int, float)) else "unknown size"
+
+
+def _embedding_cache(cache: dict[str, Any], outputs_root: Path) -> str:
+    if not cache.get("enabled"):
+        return "off"
+    return (f"on, at {shown_path(cache.get('path') or '', outputs_root)}: {cache.get('hits', 0)} hits, "
+            f"{cache.get('misses', 0)} misses, {cache.get('writes', 0)} written; "
+            f"{_megabytes(cache.get('size_bytes'))} on disk")
+
+
+def run_made_rows(ctx: StageContext) -> list[tuple[str, str]]:
+    """The rows every stage's "How this run was made" table starts with: the run, the profile,
+    the params hash and the input files (by name)."""
+    root = local_outputs_root(ctx.profile)
+    profile = ctx.profile
+    rows = [("run", ctx.run_id + (" (interactive scratch folder)" if ctx.interactive else "")),
+            ("params profile", f"{profile['name']} version {profile['version']}"),
+            ("params hash", ctx.params_hash),
+            ("input file", readable_value(profile["input_path"], root)),
+            ("predictions file", readable_value(profile["predictions_path"], root))]
+    return rows
+
+
+def scoring_made_rows(ctx: StageContext) -> list[tuple[str, str]]:
+    """02_score's "How this run was made": the run's rows, then scoring.json, one row per value,
+    a mapping (the weights' sha256 by model) one row per entry."""
+    root = local_outputs_root(ctx.profile)
+    rows = run_made_rows(ctx) + [("engine", ctx.profile["engine"])]
+    for key, value in ctx.read_json(SCORING_SUMMARY).items():
+        label = SCORING_LABELS.get(key, key.replace("_", " "))
+        if key == "embedding_cache" and isinstance(value, dict):
+            rows.append((label, _embedding_cache(value, root)))
+        elif key == "backend_versions" and isinstance(value, dict):
+            rows.append(("backend versions", ", ".join(f"{name} {version}" for name, version in value.items())))
+        elif isinstance(value, dict):
+            rows += [(f"{label}, {MODEL_ROLES.get(name, name)}", readable_value(item, root))
+                     for name, item in value.items()]
+        else:
+            rows.append((label, readable_value(value, root)))
+    return rows
+
+
+def judge_made_rows(ctx: StageContext, summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """03_judge's "How this run was made": the run's rows, then the judge's pins from the profile
+    and, when it ran, its label."""
+    root = local_outputs_root(ctx.profile)
+    config = ctx.profile["judge"]
+    rows = run_made_rows(ctx) + [
+        ("judge model", config["model"]), ("judge server", config["base_url"]),
+        ("temperature", readable_value(config["temperature"], root)), ("seed", readable_value(config["seed"], root)),
+        ("answers sampled", readable_value(config["sample_size"], root) if config["sample_size"] else "all eligible"),
+        ("relevance's embedding model", config["embedding"]["name"]),
+        ("judge label", summary.get("label") or "none: the judge did not run")]
+    return rows
+
+
+def how_made_html(rows: list[tuple[str, str]]) -> str:
+    """The collapsed "How this run was made" table of a stage's page (how_made.html)."""
+    return render("how_made.html", rows=rows)
+
+
+def models_table(ctx: StageContext) -> pd.DataFrame:
+    """The profile's scoring models, resolved and their weights verified (no model is loaded):
+    one row per model, with its name and where it is read from; their sha256 are in the page's
+    "How this run was made"."""
+    frame = scoring_models(ctx)
+    frame.index = [MODEL_ROLES.get(role, role) for role in frame.index]
+    return frame[["name", "source"]].rename(columns={"name": "model", "source": "read from"})
+
+
+def scores_preview(scored: pd.DataFrame, n: int = 10) -> pd.DataFrame:
+    """The first `n` scored examples, one column per metric under its label, the retrieval rank
+    as an integer and the top-k match as yes/no; the flags are counted apart (score_flags)."""
+    shown = [m for m in METRICS if m.kind in ("similarity", "retrieval") and m.name in scored.columns]
+    preview = scored.head(n).set_index("id")[[m.name for m in shown]].copy()
+    if "rank" in preview.columns:
+        preview["rank"] = preview["rank"].astype("Int64")
+    if "top_k_match" in preview.columns:
+        preview["top_k_match"] = preview["top_k_match"].map(
+            lambda match: None if match is None or pd.isna(match) else ("yes" if match else "no"))
+    preview.columns = [m.label for m in shown]
+    preview.index.name = "id"
+    return preview
+
+
+def similarity_summary_table(scored: pd.DataFrame) -> pd.DataFrame:
+    """score_summary with each metric under its label and readable column names."""
+    table = score_summary(scored)
+    table.index = [metric(name).label for name in table.index]
+    return table.rename(columns={"n": "scored", "n_missing": "missing"})
+
+
+SCORE_FLAGS = ("generated_empty", "reference_empty", "truncated_bertscore", "truncated_sentence")
+
+
+def score_flags(scored: pd.DataFrame) -> dict[str, int]:
+    """How many examples carry each of 02_score's flags (empty answers, truncated texts)."""
+    return {flag: int(scored[flag].fillna(False).astype(bool).sum()) for flag in SCORE_FLAGS if flag in scored.columns}
+
+
+def flags_sentence(flags: dict[str, int]) -> str:
+    """The flags in one sentence: `1 empty answer scored 0; 1 answer cut to the sentence model's input limit.`"""
+    nouns = {"generated_empty": ("empty answer", "empty answers", " scored 0"),
+             "reference_empty": ("empty reference answer", "empty reference answers", ""),
+             "truncated_bertscore": ("answer cut to BERTScore's input limit", "answers cut to BERTScore's input limit", ""),
+             "truncated_sentence": ("answer cut to the sentence model's input limit",
+                                    "answers cut to the sentence model's input limit", "")}
+    parts = [counted(n, nouns[flag][0], nouns[flag][1]) + nouns[flag][2] for flag, n in flags.items() if n]
+    return ("; ".join(parts) if parts else "No empty answer and no text cut to a model's limit") + "."
+
+
+def metadata_table(columns: list[Any]) -> pd.DataFrame:
+    """01_load's metadata columns (load.MetadataColumn) under readable names."""
+    files = {"input_path": "input file", "predictions_path": "predictions file"}
+    frame = pd.DataFrame([column.as_dict() for column in columns])
+    if "file" in frame.columns:
+        frame["file"] = frame["file"].map(lambda name: files.get(name, name))
+    return frame.set_index("name").rename(columns={"type": "type", "file": "from", "n_distinct": "distinct values",
+                                                   "n_missing": "missing"})
+
+
+def ids_sentence(ids: list[Any], what: str, plural: str, none: str, shown: int = 20) -> str:
+    """`2 predictions with no matching example: a, b`, the first `shown` ids; `none` when there are none."""
+    if not ids:
+        return none
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return f"{counted(len(ids), what, plural)}: {', '.join(str(i) for i in ids[:shown])}{more}."
+
+
+PREVIEW_COLUMNS = {"id": "id", "question": "question", "reference_answer": "reference answer",
+                   "generated_answer": "generated answer", "source": "source", "retrieved_ids": "retrieved ids"}
+PREVIEW_CHARACTERS = 300
+
+
+def canonical_preview(table: pd.DataFrame, n: int = 10) -> pd.DataFrame:
+    """The canonical table's first `n` rows as a reader reads them: the id, the texts (each cut to
+    PREVIEW_CHARACTERS), the source and the retrieved ids joined with commas; the whole table is
+    canonical.parquet."""
+    preview = table.head(n)[[column for column in PREVIEW_COLUMNS if column in table.columns]].copy()
+    for column in ("question", "reference_answer", "generated_answer"):
+        if column in preview.columns:
+            preview[column] = preview[column].map(lambda text: None if text is None else shown_text(text, PREVIEW_CHARACTERS))
+    if "retrieved_ids" in preview.columns:
+        preview["retrieved_ids"] = preview["retrieved_ids"].map(
+            lambda ids: None if ids is None or (not hasattr(ids, "__len__") and pd.isna(ids)) else ", ".join(map(str, ids)))
+    return preview.rename(columns=PREVIEW_COLUMNS)
+
+
+def flagged_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows 01_load flags (an empty answer or reference, no prediction), each with why."""
+    reasons = {"generated_empty": "empty answer", "reference_empty": "empty reference answer"}
+    flagged = table.loc[table["generated_empty"] | table["reference_empty"] | ~table["has_prediction"]]
+    why = flagged.apply(lambda row: ", ".join([text for flag, text in reasons.items() if row[flag]]
+                                               + ([] if row["has_prediction"] else ["no prediction"])), axis=1)
+    return pd.DataFrame({"row": flagged["row"].astype("Int64"), "question": flagged["question"],
+                         "generated answer": flagged["generated_answer"], "flagged as": why}).set_index(flagged["id"])
