@@ -85,15 +85,15 @@ def test_the_labels_file_is_exactly_what_was_clicked_and_typed(tmp_path):
     path = tmp_path / "labels.csv"
     ui = LabellingUI(labelling_of(make_report(), path))
     first = ui.session.current
-    ui.label_buttons[3].click()  # 4
+    ui.label_buttons[3].click()  # 4, and on to the next answer
     assert rows(path) == [{"id": first, "label": "4", "rater": "ana", "note": ""}]
-    ui.keys.value = "2"  # typed: replaces the 4
-    assert ui.keys.value == ""
-    ui.next_button.click()
     second = ui.session.current
+    assert second != first and f"saved 4 for {first}" in ui.status.value
+    ui.keys.value = "b"
+    ui.keys.value = "2"  # typed, back on the first: replaces the 4, and on again
+    assert ui.keys.value == "" and ui.session.current == second
     ui.note.value = 'too long, "but" right,\nsays the rater'
     ui.keys.value = "5"
-    ui.keys.value = "n"
     assert rows(path) == [{"id": first, "label": "2", "rater": "ana", "note": ""},
                           {"id": second, "label": "5", "rater": "ana", "note": 'too long, "but" right,\nsays the rater'}]
     assert ui.progress.value == "2 of 5 labelled, 0 skipped"
@@ -108,7 +108,7 @@ def test_opening_again_resumes_where_the_rater_stopped_and_never_shows_a_labelle
     path = tmp_path / "labels.csv"
     ui = LabellingUI(labelling_of(make_report(), path))
     order = list(ui.session.sample.ids)
-    for key in "3ns4":  # the second is skipped
+    for key in "3s4":  # the second is skipped
         ui.keys.value = key
     assert ui.progress.value == "2 of 5 labelled, 1 skipped"
     again = LabellingUI(labelling_of(make_report(), path))
@@ -118,7 +118,6 @@ def test_opening_again_resumes_where_the_rater_stopped_and_never_shows_a_labelle
     for _ in range(3):
         shown.append(again.session.current)
         again.keys.value = "1"
-        again.keys.value = "n"
     assert shown == [order[3], order[4], order[1]]  # the skipped one comes round at the end
     assert again.session.current is None and "All 5 examples of the sample are labelled" in again.card.value
     assert all(button.disabled for button in again.label_buttons)
@@ -130,9 +129,9 @@ def test_a_label_changed_with_back_replaces_the_earlier_row(tmp_path):
     ui = LabellingUI(labelling_of(make_report(), path))
     first = ui.session.current
     ui.keys.value = "4"
-    ui.keys.value = "n"
     second = ui.session.current
     ui.keys.value = "3"
+    ui.back_button.click()
     ui.back_button.click()
     assert ui.session.current == first and ui.label_buttons[3].button_style == "success"
     ui.note.value = "on second thought"
@@ -140,19 +139,21 @@ def test_a_label_changed_with_back_replaces_the_earlier_row(tmp_path):
     assert rows(path) == [{"id": first, "label": "5", "rater": "ana", "note": "on second thought"},
                           {"id": second, "label": "3", "rater": "ana", "note": ""}]
     # a note changed after the label is saved when the rater moves on
+    ui.back_button.click()
+    assert ui.session.current == second
     ui.note.value = "changed my mind about the note"
     ui.next_button.click()
-    assert rows(path)[0]["note"] == "changed my mind about the note" and len(rows(path)) == 2
+    assert rows(path)[1]["note"] == "changed my mind about the note" and len(rows(path)) == 2
 
 
 def test_a_second_rater_gets_their_own_rows_and_calibrate_reads_both(tmp_path):
     path = tmp_path / "labels.jsonl"
     ana = LabellingUI(labelling_of(make_report(), path, rater="ana"))
-    for key in "4n2n":
+    for key in "42":
         ana.keys.value = key
     ben = LabellingUI(labelling_of(make_report(), path, rater="ben"))
     assert ben.session.current == ana.session.sample.ids[0]  # ana's labels are not ben's
-    for key in "5n1n":
+    for key in "51":
         ben.keys.value = key
     ana.back_button.click()
     ana.keys.value = "3"  # ana changes hers: ben's row stays
@@ -168,7 +169,6 @@ def test_binary_labels_are_pass_and_fail_by_button_and_key(tmp_path):
     ui = LabellingUI(labelling_of(make_report(), path, kind="binary"))
     assert [b.description for b in ui.label_buttons] == ["pass", "fail"]
     ui.keys.value = "f"
-    ui.keys.value = "n"
     ui.label_buttons[0].click()
     assert [r["label"] for r in rows(path)] == ["fail", "pass"]
     assert read_labels(str(path), "binary").kind == "binary"
@@ -179,7 +179,7 @@ def test_calibrate_reads_a_07_file_whose_labels_use_only_part_of_its_scale(tmp_p
     reads the labels as they are, without calling the 5 a slip, and still refuses an 8 written in."""
     path = tmp_path / "labels.csv"
     ui = LabellingUI(labelling_of(make_report(), path, n=12))
-    for key in "2n3n2n3n2n3n2n3n2n3n2n5n":
+    for key in "232323232325":
         ui.keys.value = key
     assert set(pd.read_csv(path, dtype=str)["scale"]) == {"1-5"}
     labels = read_labels(str(path))
@@ -224,3 +224,38 @@ def test_hostile_text_is_shown_as_text_and_the_scores_only_when_not_blind(tmp_pa
     assert "Scores hidden (blind)" in card and "BERTScore F1" not in card
     seen = LabellingUI(labelling_of(make_report(judged=True), tmp_path / "labels.csv", blind=False)).card.value
     assert "BERTScore F1" in seen and "Scores hidden" not in seen
+
+
+def test_a_label_moves_on_to_the_next_answer_and_the_last_one_ends_the_sample(tmp_path):
+    ui = LabellingUI(labelling_of(make_report(), tmp_path / "labels.csv"))
+    seen = []
+    while ui.session.current is not None:
+        seen.append(ui.session.current)
+        ui.label_buttons[2].click()
+    assert seen == list(ui.session.sample.ids) and "All 5 examples of the sample are labelled" in ui.card.value
+
+
+def test_the_run_labelled_is_named_and_another_can_be_chosen(tmp_path):
+    opened = []
+
+    def open_run(run_id):
+        opened.append(run_id)
+        report = make_report(n=8)
+        report.data["run_id"] = run_id
+        return labelling_of(report, tmp_path / f"{run_id}.csv")
+
+    runs = [("run-1 · 2026-12-07 10:00", "run-1"), ("run-2 · 2026-12-06 09:00", "run-2")]
+    ui = LabellingUI(labelling_of(make_report(), tmp_path / "run-1.csv"), runs=runs, open_run=open_run)
+    assert "run-1" in ui.run_line.value
+    assert ui.run_choice.options == tuple(runs) and ui.run_choice.value == "run-1"
+    ui.keys.value = "4"
+    ui.run_choice.value = "run-2"
+    assert opened == ["run-2"] and ui.labelling.report.run_id == "run-2" and "run-2" in ui.run_line.value
+    assert ui.progress.value == "0 of 5 labelled, 0 skipped"
+    ui.keys.value = "3"
+    assert rows(tmp_path / "run-2.csv")[0]["label"] == "3" and len(rows(tmp_path / "run-1.csv")) == 1
+
+
+def test_one_run_only_shows_no_choice(tmp_path):
+    ui = LabellingUI(labelling_of(make_report(), tmp_path / "labels.csv"))
+    assert "run-1" in ui.run_line.value and ui.run_choice.layout.display == "none"

@@ -1,6 +1,7 @@
-"""The widgets of 07_label (ipywidgets 8): one example at a time, a button per label, a notes
-box, back, skip and next, keyboard shortcuts, a progress line, and a button that calibrates the
-run against the labels given.
+"""The widgets of 07_label (ipywidgets 8): which run is labelled, with a choice of the others;
+one example at a time, a button per label (a label moves on to the next answer), a notes box,
+back, skip and next, keyboard shortcuts, a progress line, and a button that calibrates the run
+against the labels given.
 
 Every label is saved by `Session.label` the moment it is given. The card is rendered from the
 autoescaping template `label_card.html`; the progress and the status are Label widgets, which
@@ -27,13 +28,25 @@ BINARY_KEYS = {"p": "pass", "f": "fail"}
 
 
 class LabellingUI:
-    """The widget box of a `Labelling`. `calibrate` runs 06_calibrate on the labels given, as
-    make calibrate does (evalbook.sidedocs.calibrate_labels: the runner is a layer above), and
-    returns the calibration document and where it was written."""
+    """The widget box of a `Labelling`. `calibrate(labelling)` runs 06_calibrate on the labels
+    given, as make calibrate does (evalbook.sidedocs.calibrate_labels: the runner is a layer
+    above), and returns the calibration document and where it was written. `runs` are the runs
+    that may be labelled instead, as (label, run id), and `open_run(run_id)` opens one of them."""
 
-    def __init__(self, labelling: Labelling, calibrate: Callable[[], tuple[dict[str, Any], str]] | None = None):
+    def __init__(self, labelling: Labelling,
+                 calibrate: Callable[[Labelling], tuple[dict[str, Any], str]] | None = None,
+                 runs: list[tuple[str, str]] | None = None, open_run: Callable[[str], Labelling] | None = None):
         self.labelling, self.session = labelling, labelling.session
-        self._calibrate = calibrate
+        self._calibrate, self._open_run = calibrate, open_run
+        self.run_line = widgets.HTML()
+        choices = list(runs or [])
+        if labelling.report.run_id not in [run_id for _, run_id in choices]:
+            choices.insert(0, (labelling.report.run_id, labelling.report.run_id))
+        self.run_choice = widgets.Dropdown(options=choices, value=labelling.report.run_id,
+                                           description="label run", layout=widgets.Layout(width="28rem"))
+        if len(choices) < 2 or open_run is None:
+            self.run_choice.layout.display = "none"
+        self.run_choice.observe(self._chose_run, names="value")
         self.labels = KINDS[labelling.kind]
         self.key_map = {**({label: label for label in self.labels} if labelling.kind == "scale" else BINARY_KEYS),
                         **KEYS}
@@ -62,7 +75,7 @@ class LabellingUI:
         self.calibrate_button.on_click(lambda _: self.calibrate())
         self.calibration = widgets.Output()
         self.box = widgets.VBox([
-            self.progress, self.card,
+            widgets.HBox([self.run_line, self.run_choice]), self.progress, self.card,
             widgets.HBox(self.label_buttons), self.note,
             widgets.HBox([self.back_button, self.skip_button, self.next_button, self.keys]),
             self.status, self.calibrate_button, self.calibration])
@@ -83,13 +96,32 @@ class LabellingUI:
     # ------------------------------------------------------------ actions
 
     def give(self, label: str) -> None:
-        """Save `label` for the example shown, with the note typed so far."""
+        """Save `label` for the example shown, with the note typed so far, and move on to the next
+        answer not labelled (back returns to change it)."""
+        shown = self.session.current
         try:
             self.session.label(label, self.note.value)
         except (LabellingError, OSError) as error:
             self.status.value = f"not saved: {error}"
             return
-        self.status.value = f"saved {label} for {self.session.current} in {self.labelling.labels.path.name}"
+        self.session.next()
+        self.status.value = f"saved {label} for {shown} in {self.labelling.labels.path.name} (back changes it)"
+        self.refresh()
+        self.keys.focus()
+
+    def _chose_run(self, change: dict[str, Any]) -> None:
+        """Open the run chosen, keeping the note of the example shown first."""
+        if self._open_run is None or change["new"] == self.labelling.report.run_id:
+            return
+        try:
+            self.session.keep_note(self.note.value)
+            labelling = self._open_run(change["new"])
+        except (UnusableInput, OSError) as error:
+            self.status.value = f"run {change['new']} not opened: {error}"
+            self.run_choice.value = self.labelling.report.run_id
+            return
+        self.labelling, self.session = labelling, labelling.session
+        self.status.value = f"now labelling run {labelling.report.run_id}; its labels go to {labelling.labels.path.name}"
         self.refresh()
         self.keys.focus()
 
@@ -130,7 +162,7 @@ class LabellingUI:
             print(f"calibrating run {self.labelling.report.run_id} against {self.labelling.labels.path} "
                   "(06_calibrate, as make calibrate runs it) ...")
             try:
-                document, location = self._calibrate()
+                document, location = self._calibrate(self.labelling)
             except (UnusableInput, OSError) as error:  # e.g. fewer than two labelled examples
                 print(f"not calibrated: {error}")
                 return
@@ -143,6 +175,8 @@ class LabellingUI:
     # ------------------------------------------------------------ what is shown
 
     def refresh(self) -> None:
+        self.run_line.value = render("label_run.html", run_id=self.labelling.report.run_id,
+                                     labels=self.labelling.labels.path.name, rater=self.labelling.labels.rater)
         self.progress.value = self.session.progress()
         view = self.labelling.view()
         done = view is None

@@ -39,6 +39,7 @@ from evalbook.layout import CANONICAL, labels_file
 from evalbook.metrics import METRICS, metric as registered
 from evalbook.params import load_profile, local_outputs_root, locate_profile
 from evalbook.report.reader import RunReport, judge_entry, read_report
+from evalbook.runs import collect_run_records
 from evalbook.storage import StorageError, read_bytes
 
 # The label kinds the rater chooses from; each as calibrate reads it (`--label-kind`)
@@ -364,6 +365,23 @@ def _contexts(location: str) -> dict[str, str]:
     except (StorageError, OSError, ValueError, KeyError):
         return {}
     return {str(i): str(c) for i, c in zip(table["id"], table["context"]) if isinstance(c, str) and c}
+
+
+SHOWN_RUNS = 20  # the runs 07_label offers to label instead, newest first
+
+
+def runs_to_label(params_path: str) -> list[tuple[str, str]]:
+    """The successful runs of the profile's env on its local outputs root that 07_label may label,
+    newest first (at most SHOWN_RUNS), each as (what a person reads, its run id)."""
+    profile = load_profile(locate_profile(params_path))
+    records = [record for record in collect_run_records(local_outputs_root(profile))
+               if record.env == profile["env"] and record.status == "succeeded" and record.report]
+    runs = []
+    for record in records[:SHOWN_RUNS]:
+        dataset = ((record.headline or {}).get("dataset") or {}).get("name")
+        started = record.started_at.strftime("%Y-%m-%d %H:%M UTC")
+        runs.append((f"{record.run_id[:8]} · {started}" + (f" · {dataset}" if dataset else ""), record.run_id))
+    return runs
 
 
 def open_labelling(params_path: str, run: str | None, labels_path: str | None, rater: str | None, label_kind: str,
