@@ -259,3 +259,22 @@ def test_the_run_labelled_is_named_and_another_can_be_chosen(tmp_path):
 def test_one_run_only_shows_no_choice(tmp_path):
     ui = LabellingUI(labelling_of(make_report(), tmp_path / "labels.csv"))
     assert "run-1" in ui.run_line.value and ui.run_choice.layout.display == "none"
+
+
+def test_the_runs_offered_are_the_env_s_successful_runs_newest_first(tmp_path, relocated_default_values):
+    import yaml
+
+    from evalbook.calibrate.labelling import runs_to_label
+    from test_index import _report, _run, at
+
+    outputs = tmp_path / "outputs"
+    _run(outputs, "local", "older-run-0001", at(8), "succeeded", _report("older-run-0001", "sample", 0.5, None))
+    _run(outputs, "local", "newer-run-0002", at(9), "succeeded", _report("newer-run-0002", "sample", 0.5, None))
+    _run(outputs, "local", "failed-run-003", at(10), "failed", failure="stage 02_score failed")
+    _run(outputs, "ci", "other-env-0004", at(11), "succeeded", _report("other-env-0004", "sample", 0.5, None))
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(yaml.safe_dump({**relocated_default_values, "outputs_root": str(outputs), "env": "local"}),
+                       "utf-8")
+    offered = runs_to_label(str(profile))
+    assert [run_id for _, run_id in offered] == ["newer-run-0002", "older-run-0001"]
+    assert offered[0][0].startswith("newer-ru · 2026-11-29 09:00 UTC")
