@@ -136,3 +136,36 @@ def test_a_file_check_named_as_a_check_column_is_refused_before_the_run(tmp_path
     error = capsys.readouterr().err
     assert code == 2, error
     assert "is also a check column of the evaluation set" in error
+
+
+class _Stage:
+    """What pipeline.answer_checks reads of a stage: the profile's checks and an artifact path."""
+
+    def __init__(self, tmp_path: Path, checks: dict):
+        self.profile = type("Profile", (), {"root": tmp_path, "__getitem__": lambda self, key: {"checks": checks}[key]})()
+        self._folder = tmp_path
+
+    def artifact(self, name: str) -> Path:
+        return self._folder / name
+
+
+def test_04_report_runs_check_columns_when_the_profile_asks_for_no_other_check(tmp_path):
+    from evalbook.pipeline import answer_checks
+    from evalbook.resultcache import ResultCache
+
+    loaded = load_evaluation_set(str(write_csv(tmp_path / "mine.csv", HEADER, ROWS)))
+    records, summary = answer_checks(_Stage(tmp_path, FACTS_OFF), loaded.table, ResultCache(None))
+    assert list(summary["checks"]) == ["check_contains_ignore_case", "check_max_words", "check_number"]
+    assert [len(example) for example in records] == [3, 3, 0]
+
+
+def test_a_run_where_every_check_errors_fails(tmp_path):
+    from evalbook.checks.protocol import NothingChecked
+    from evalbook.pipeline import answer_checks
+    from evalbook.resultcache import ResultCache
+
+    table = load_evaluation_set(str(write_csv(tmp_path / "mine.csv", HEADER, ROWS))).table
+    table["has_prediction"] = False  # no answer: every check that reads the answer errors
+    facts_on = {**FACTS_OFF, "facts": {**FACTS_OFF["facts"], "enabled": True}}
+    with pytest.raises(NothingChecked, match="every check errored on every example"):
+        answer_checks(_Stage(tmp_path, facts_on), table, ResultCache(None))

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from evalbook.checks.cache import run_checks_cached
 from evalbook.checks.checksfile import load_checks_file
 from evalbook.checks.protocol import checks_summary
-from evalbook.checks.run import check_settings
+from evalbook.checks.run import check_settings, has_check_columns
 from evalbook.errors import EvalbookError
 from evalbook import load as load_module
 from evalbook.files import write_atomically
@@ -612,10 +612,10 @@ def answer_checks(ctx: StageContext, canonical: pd.DataFrame,
     config = ctx.profile["checks"]
     assertions = load_checks_file(resolve_path(config["path"], ctx.profile.root)) if config["path"] else ()
     settings = check_settings(config, assertions)
-    if not settings.any:
+    if not settings.any and not has_check_columns(canonical):
         return None
     latency = None
-    if any(a.kind == "latency_ms" for a in settings.assertions) and ctx.artifact(GENERATED).exists():
+    if ctx.artifact(GENERATED).exists():  # a latency_ms check of the file or of a column reads it
         generated = pq.read_table(ctx.artifact(GENERATED), columns=["id", "latency_ms"]).to_pandas()
         latency = dict(zip(generated["id"], generated["latency_ms"]))
     outcomes = run_checks_cached(canonical, settings, latency, results)
