@@ -279,10 +279,11 @@ def test_the_checks_section_is_in_the_schema_and_a_broken_one_is_refused():
         validate_comparison(broken)
 
 
-def test_05_compare_shows_the_checks_right_after_the_first_screen():
+def test_05_compare_shows_the_checks_right_after_the_first_screen_and_the_deltas():
     notebook = json.loads((ROOT / "notebooks" / "05_compare.ipynb").read_text("utf-8"))
     ids = [cell["id"] for cell in notebook["cells"]]
     first_screen = ids.index("05-compare-02")
-    assert ids[first_screen + 1:first_screen + 3] == ["05-compare-checks-heading", "05-compare-checks"]
+    # the verdict, the deltas (issue 49), then the checks
+    assert ids[first_screen + 1:first_screen + 3] == ["05-compare-10", "05-compare-checks"]
     code = "".join(notebook["cells"][first_screen + 2]["source"])
     assert "checks_html(comparison)" in code and "newly_failing_styled(comparison)" in code

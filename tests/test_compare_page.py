@@ -131,12 +131,12 @@ def test_the_first_screen_leads_with_the_coloured_sentence_then_the_contents():
 def test_the_contents_list_only_the_sections_present_each_with_its_heading():
     doc = degraded()
     keys = [key for key, _ in sections(doc)]
-    assert keys == ["deltas", "checks", "worse", "per-example", "runs", "method"]
+    assert keys == ["deltas", "worse", "per-example", "runs", "method"]  # these reports ran no check
     contents = contents_html(doc)
     for key, title in sections(doc):
         assert f"href='#compare-{key}'" in contents and title in contents
         assert f"id='compare-{key}'" in section_html(doc, key)
-    for absent in ("pairwise", "gate", "slices"):
+    for absent in ("checks", "pairwise", "gate", "slices"):
         assert f"#compare-{absent}" not in contents and section_html(doc, absent) == ""
     gated = degraded({"failed": False, "rules": [{"rule": "bertscore_f1<-0.5", "failed": False}]})
     assert "gate" in [key for key, _ in sections(gated)]
@@ -151,9 +151,10 @@ def test_the_deltas_show_the_metrics_that_moved_and_say_in_one_line_what_was_not
     assert "BERTScore F1" in html and "top-5 match</td>" not in html
     lines = not_compared(doc)
     assert lines == ["top-5 match, MRR@5, precision@5, recall@5 and nDCG@5: unchanged, every delta within "
-                     "the tolerance on the 20 pairs with retrieval",
+                     "the tolerance on the 12 pairs with retrieval",
                      "judge metrics: no judge ran for either run"]
     assert "Not compared: " + "; ".join(lines) + "." in visible(html).replace("  ", " ")
+    assert "Checks: not compared: " in html  # one sentence where the section would be
     assert_nothing_raw(html)
 
 

@@ -56,6 +56,7 @@ folder is spelled in `layout` alone. From the top:
                         the earlier comparable run), tables and figure
     gate                  the opt-in regression gate (compare --fail-on)
     slices                the slices a change moved: each level's paired deltas against the rest's
+    verdict               the one sentence a comparison's page leads with; what it left out and why
 - calibrate/            06_calibrate: a run against human labels          <run_id>/calibration/
     labels                reads and checks a labels file, matches it to a run
     agreement             rank, ROC, thresholds, kappa, alpha (scipy, scikit-learn, krippendorff)

@@ -14,18 +14,19 @@ import pandas as pd
 from evalbook.compare.checks import fixed_said, newly_failing_said, section_of
 from evalbook.compare.document import ComparisonError, metric_label
 from evalbook.compare.pairwise import left_out_sentence, preferred_counts
-from evalbook.escaping import readable_table
+from evalbook.compare.verdict import moved_metrics, not_compared, reading, verdict_parts
+from evalbook.escaping import escaped_table, readable_table
 from evalbook.formatting import as_written, interval, p_value, percent
 from evalbook.judge.display import verdict_text
 from evalbook.judge.estimate import describe
 from evalbook.metrics import METRICS
 from evalbook.metrics import metric as registered
 from evalbook.templating import render
+from markupsafe import Markup
 
-RUN_FIELDS = ("run_id", "location", "timestamp", "dataset", "generator", "sentence_transformer",
-              "bertscore", "judge", "k", "params_profile", "git_commit")
-# The gates of a comparison, as its notes name them.
-GATE_NAMES = (("Embedding metrics", "embedding"), ("Retrieval metrics", "retrieval"), ("Judge metrics", "judge"))
+# The runs table's rows, as a reader names them.
+RUN_FIELDS = ("run", "report", "made", "dataset", "generator", "sentence model", "BERTScore model", "judge",
+              "chunks retrieved (k)", "profile", "git commit")
 
 
 # Below this share of either run's examples paired, the comparison warns that it speaks for few.
@@ -133,72 +134,111 @@ def changes(doc: dict[str, Any], params: list[tuple[str, Any, Any]] | None = Non
     return lines
 
 
-def _headline_line(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-    """One headline metric for the verdict: its label and, when compared, which way its paired mean
-    delta moved, the interval, whether it holds 0, and how many examples got worse and better;
-    otherwise why it was not compared."""
-    line = {"label": metric_label(doc, row["metric"]), "compared": row["compared"],
-            "reason": row["reason"] or "no delta"}
-    if row["compared"]:
-        delta, low, high = row["mean_delta"], row["ci_low"], row["ci_high"]
-        line.update(delta=delta, low=low, high=high, holds_zero=low <= 0 <= high,
-                    moved="rose" if delta > 0 else "fell" if delta < 0 else "did not move",
-                    n=row["n"], n_worse=row["n_worse"], n_better=row["n_better"])
-    return line
+# The sections of 05's page, in its order: (key, title). The key is the heading's id (compare-<key>).
+SECTIONS = (("deltas", "What moved"), ("checks", "Checks that newly fail"), ("worse", "Examples that got worse"),
+            ("slices", "By slice"), ("per-example", "Change per example"),
+            ("pairwise", "Which answer the judge prefers"), ("gate", "The regression gate"),
+            ("runs", "The two runs"), ("method", "How it compares"))
+
+
+def _present(doc: dict[str, Any], key: str) -> bool:
+    """Whether 05's page has the section `key`: a feature that is off, or a section with nothing
+    to show, has none."""
+    shown = {"checks": lambda: section_of(doc)["compared"],
+             "worse": lambda: any(doc["regressions"].values()),
+             "slices": lambda: bool((doc.get("slices") or {}).get("compared")),
+             "per-example": lambda: bool(moved_metrics(doc)),
+             "pairwise": lambda: bool(doc.get("pairwise")),
+             "gate": lambda: bool(doc.get("gate"))}
+    return shown[key]() if key in shown else True
+
+
+def sections(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The sections 05's page shows for this comparison, in order, as (key, title)."""
+    return [(key, title) for key, title in SECTIONS if _present(doc, key)]
+
+
+def section_html(doc: dict[str, Any], key: str) -> str:
+    """HTML: the heading of section `key` with its id and what it shows; empty when the page has
+    no such section."""
+    titles = dict(sections(doc))
+    if key not in titles:
+        return ""
+    parameters = doc["parameters"]
+    return render("compare_section.html", key=key, title=titles[key], confidence=parameters["confidence"],
+                  tolerance=parameters["tolerance"], resamples=parameters["resamples"])
+
+
+def contents_html(doc: dict[str, Any]) -> str:
+    """HTML: the contents list, a link to each section present."""
+    return render("compare_contents.html", sections=sections(doc))
 
 
 def verdict_html(doc: dict[str, Any], params: list[tuple[str, Any, Any]] | None = None) -> str:
-    """The comparison's first screen, as HTML: any pairing warning, then one line per headline
-    metric (its paired mean delta with the interval, and how many examples got worse), then the
-    paired count, after what changed between the runs (`changes`)."""
-    headline = {m.name for m in METRICS if m.headline}
-    return render("compare_verdict.html", warnings=pairing_warnings(doc),
-                  headline=[_headline_line(doc, row) for row in doc["metrics"] if row["metric"] in headline],
-                  confidence=doc["parameters"]["confidence"], changed=changes(doc, params),
-                  pairing=doc["pairing"])
+    """The comparison's first screen, as HTML: the verdict sentence coloured by its parts
+    (evalbook.compare.verdict), any pairing warning, the contents, what changed between the runs
+    (`changes`) and how the examples paired."""
+    return render("compare_verdict.html", parts=verdict_parts(doc), warnings=pairing_warnings(doc),
+                  sections=sections(doc), changed=changes(doc, params), pairing=doc["pairing"])
+
+
+def _delta_row(doc: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    return {"label": metric_label(doc, row["metric"]), "n": row["n"], "baseline": row["baseline_mean"],
+            "candidate": row["candidate_mean"], "delta": row["mean_delta"], "low": row["ci_low"],
+            "high": row["ci_high"], "n_worse": row["n_worse"], "n_better": row["n_better"],
+            "n_unchanged": row["n_unchanged"], "reading": reading(doc, row)}
+
+
+def deltas_html(doc: dict[str, Any]) -> str:
+    """HTML for 05's deltas: a row for each metric that moved (or whose means are shown side by
+    side without deltas), then in one line the metrics not compared and why, the checks or slices
+    when they were not compared, and any degenerate interval."""
+    rows = [row for row in doc["metrics"]
+            if reading(doc, row) in ("worse", "better", "noise") or (not row["compared"] and row["n"])]
+    notes = [f"{metric_label(doc, row['metric'])}: {row['note']}" for row in rows if row["note"]]
+    for name, section in (("Checks", section_of(doc)), ("By slice", slices_moved(doc))):
+        if not section["compared"]:
+            notes.append(f"{name}: not compared: {section['reason']}")
+    return render("compare_deltas.html", rows=[_delta_row(doc, row) for row in rows],
+                  confidence=doc["parameters"]["confidence"], not_compared=not_compared(doc), notes=notes)
 
 
 def runs_frame(doc: dict[str, Any]) -> pd.DataFrame:
     """The two runs side by side: one row per field, columns baseline and candidate."""
     def column(run: dict[str, Any]) -> list[Any]:
         dataset, profile = run["dataset"], run["params_profile"]
-        judge = run["judge_label"] if run["judge_status"] == "ran" else f"({run['judge_status']})"
+        judge = run["judge_label"] if run["judge_status"] == "ran" else "did not run"
         return [run["run_id"], _shown_location(run["location"]), run["timestamp"], f"{dataset['name']}/{dataset['split']}",
                 run["models"]["generator"], run["models"]["sentence_transformer"], run["models"]["bertscore"],
                 judge, run["k"], f"{profile['name']} v{profile['version']}", run["git_commit"]]
 
     return pd.DataFrame({"baseline": column(doc["baseline"]), "candidate": column(doc["candidate"])},
-                        index=pd.Index(RUN_FIELDS, name="field"))
+                        index=pd.Index(RUN_FIELDS))
 
 
 def comparability_notes(doc: dict[str, Any]) -> str:
-    """HTML: how the examples paired, what each gate allowed and why, and the notes.
+    """HTML: how the examples paired, the notes, and both runs folded in one table (runs_frame).
 
-    Ids, reasons and notes are user text, escaped by the template; show the result as HTML, not
+    Ids and notes are user text, escaped by the template; show the result as HTML, not
     Markdown, so that Markdown in an id stays as written."""
     pairing = doc["pairing"]
     unpaired = [(side, pairing[f"only_{side}_ids"]) for side in ("baseline", "candidate")
                 if pairing[f"only_{side}_ids"]]
-    return render("compare_notes.html", pairing=pairing, unpaired=unpaired,
-                  gates=[(name, doc["gates"][key]) for name, key in GATE_NAMES], notes=doc["notes"])
+    runs = Markup(escaped_table(runs_frame(doc)).to_html())
+    return render("compare_notes.html", pairing=pairing, unpaired=unpaired, notes=doc["notes"], runs=runs)
 
 
-def metric_table(doc: dict[str, Any]) -> pd.DataFrame:
-    """The metric table for reading: means, delta with its interval, direction shares, why not compared."""
-    confidence = percent(doc["parameters"]["confidence"])
-    rows = [{"metric": metric_label(doc, r["metric"]), "n": r["n"], "n_skipped": r["n_skipped"],
-             "baseline": r["baseline_mean"], "candidate": r["candidate_mean"], "delta": r["mean_delta"],
-             f"{confidence} CI low": r["ci_low"], f"{confidence} CI high": r["ci_high"],
-             "better": r["fraction_better"], "worse": r["fraction_worse"],
-             "unchanged": r["fraction_unchanged"],
-             "note": r["reason"] or r["note"] or ""}
-            for r in doc["metrics"]]
-    return pd.DataFrame(rows).set_index("metric") if rows else pd.DataFrame(rows)
+def deltas_frame(doc: dict[str, Any], metrics: list[str] | None = None) -> pd.DataFrame:
+    """The long per-example table (id, metric, baseline, candidate, delta) of compared metrics,
+    or of `metrics` only (moved_metrics: those a figure draws)."""
+    rows = [d for d in doc["deltas"] if metrics is None or d["metric"] in metrics]
+    return pd.DataFrame(rows, columns=["id", "metric", "baseline", "candidate", "delta"])
 
 
-def deltas_frame(doc: dict[str, Any]) -> pd.DataFrame:
-    """The long per-example table (id, metric, baseline, candidate, delta) of compared metrics."""
-    return pd.DataFrame(doc["deltas"], columns=["id", "metric", "baseline", "candidate", "delta"])
+# A regression's fields as the page names them, in its column order.
+REGRESSION_COLUMNS = {"id": "id", "question": "question", "reference_answer": "reference",
+                      "baseline_answer": "baseline answer", "candidate_answer": "candidate answer",
+                      "baseline_score": "baseline", "candidate_score": "candidate", "delta": "delta"}
 
 
 def regressions_table(doc: dict[str, Any], metric: str) -> pd.DataFrame:
@@ -208,29 +248,39 @@ def regressions_table(doc: dict[str, Any], metric: str) -> pd.DataFrame:
         raise ComparisonError(f"no regressions for {metric!r}: it was not compared (compared: {compared})")
     rows = []
     for entry in doc["regressions"][metric]:
-        row = {key: value for key, value in entry.items() if key not in ("baseline_judge", "candidate_judge")}
+        row = {shown: entry[key] for key, shown in REGRESSION_COLUMNS.items()}
         if entry["baseline_judge"] is not None or entry["candidate_judge"] is not None:
-            row["baseline_judge"] = verdict_text(entry["baseline_judge"])
-            row["candidate_judge"] = verdict_text(entry["candidate_judge"])
+            row["baseline judge"] = verdict_text(entry["baseline_judge"])
+            row["candidate judge"] = verdict_text(entry["candidate_judge"])
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def regressions_heading(doc: dict[str, Any], metric: str) -> str:
-    """HTML: the heading over one metric's regressions, its name escaped."""
-    return render("compare_regressions_heading.html", metric=metric_label(doc, metric),
-                  n=len(doc["regressions"][metric]))
 
 
 def regressions_styled(doc: dict[str, Any], metric: str):
     """regressions_table for reading: full answers side by side, wrapped, the delta shaded red."""
     frame = regressions_table(doc, metric)
-    caption = (f"{metric_label(doc, metric)}: the {len(frame)} largest regressions (delta = candidate - baseline; "
-               f"tolerance {as_written(doc['parameters']['tolerance'])})")
+    caption = (f"the {len(frame)} examples that lost most on {metric_label(doc, metric)}, worst first "
+               f"(delta = candidate − baseline; a change within {as_written(doc['parameters']['tolerance'])} "
+               "is none)")
     styler = readable_table(frame, caption)
     if len(frame):
         styler = styler.background_gradient(cmap="Reds_r", subset=["delta"], vmin=-1.0, vmax=0.0)
     return styler
+
+
+def worse_html(doc: dict[str, Any]) -> str:
+    """HTML for 05's examples that got worse: the first headline metric's largest regressions open,
+    each other metric's folded under one line, and in one sentence the metrics that moved without
+    any example getting worse; empty when no example got worse on any metric."""
+    place = _headline_first(list(doc["regressions"]))
+    regressed = sorted((name for name, rows in doc["regressions"].items() if rows), key=place.get)
+    if not regressed:
+        return ""
+    tables = [{"label": metric_label(doc, name), "n": len(doc["regressions"][name]),
+               "table": Markup(regressions_styled(doc, name).to_html())} for name in regressed]
+    quiet = [metric_label(doc, name) for name in moved_metrics(doc) if not doc["regressions"].get(name)]
+    none_worse = ", ".join(quiet[:-1]) + " or " + quiet[-1] if len(quiet) > 1 else "".join(quiet)
+    return render("compare_worse.html", first=tables[0], folded=tables[1:], none_worse=none_worse)
 
 
 # ---------------------------------------------------------------- which slices moved
@@ -319,6 +369,30 @@ def slices_table(doc: dict[str, Any]) -> pd.DataFrame:
             for level in section["levels"]]
     return pd.DataFrame(rows, columns=["metric", "slice", "level", "n", "mean delta", f"{confidence} interval",
                                        "rest", "difference", "difference interval", "q", "verdict"])
+
+
+def slice_tables_html(doc: dict[str, Any]) -> str:
+    """HTML for 05's slices: the levels tested of the headline metrics that moved (of every metric
+    that moved when no headline metric did) and every flagged level, flagged first, then by q;
+    the other levels folded in one table (of another metric, too few pairs to test, or of a
+    metric that did not move); metrics by their labels."""
+    levels = (doc.get("slices") or {}).get("levels") or []
+    table = slices_table(doc).assign(metric=[metric_label(doc, level["metric"]) for level in levels])
+    moved = moved_metrics(doc)
+    headline = {m.name for m in METRICS if m.headline}
+    leading = {name for name in moved if name in headline} or set(moved)
+    flagged = pd.Series([level["verdict"] in ("worse", "better") for level in levels], index=table.index,
+                        dtype=bool)
+    tested = pd.Series([level["p_value"] is not None and level["metric"] in leading for level in levels],
+                       index=table.index, dtype=bool) | flagged
+    q = pd.Series([level["q_value"] for level in levels], index=table.index, dtype=float)
+    order = sorted(table.index[tested], key=lambda i: (not flagged[i], q[i]))
+    shown, rest = table.loc[order], table[~tested]
+
+    def html(frame: pd.DataFrame) -> Markup | None:
+        return Markup(escaped_table(frame.set_index(["metric", "slice", "level"])).to_html()) if len(frame) else None
+
+    return render("compare_slice_tables.html", shown=html(shown), rest=html(rest), n_rest=len(rest))
 
 
 # ---------------------------------------------------------------- the checks that newly fail
