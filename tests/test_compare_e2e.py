@@ -29,7 +29,7 @@ from evalbook.publish.pages import external_references, noinput_path
 from evalbook.layout import COMPARISONS_DIR
 from evalbook.publish.catalog import collect_runs
 from evalbook.publish.index import build_index
-from evalbook.report.figures import forest_metrics
+from evalbook.report.figures import page_forest_metrics
 from paths import DEFAULT_PROFILE, ROOT, TRUNCATED
 
 pytestmark = pytest.mark.slow  # real runs through the runner: kernels, models
@@ -197,34 +197,102 @@ def test_comparison_page_is_self_contained_and_shows_the_deltas(comparison, brow
     assert seen["requests"] == [page.resolve().as_uri()]
     assert all(image["src"].startswith("data:image/png;base64,") for image in seen["images"])
     text = page.read_text("utf-8")
-    assert "Per-metric deltas" in text and "BERTScore F1: 10 largest regressions" in text
+    assert "What moved" in text and "the 10 examples that lost most on BERTScore F1" in text
+
+
+# Measured on the sample in Chromium at 1,280 px wide before issue 49: 18,115 px (the slice table
+# alone 8,080, nine delta panels 2,141, nine regression headings, five of them of 0 regressions).
+HEIGHT_BEFORE = 18_115
+# Text a reader must never see on the page, folded parts included: a metric's key, an exception's
+# class, a status or a Python None.
+RAW = re.compile(r"\b(?:[A-Z][A-Za-z]*(?:Error|Exception)|None|not_run)\b")
+# The page's height, its text with the folded parts, and each h2/h3 with nothing under it before
+# the next heading of the same or a higher level.
+_LAYOUT = """() => {
+    const body = document.body.cloneNode(true);
+    body.querySelectorAll("style, script").forEach((element) => element.remove());
+    const headings = Array.from(document.querySelectorAll("h2, h3"));
+    const empty = headings.filter((heading) => {
+        const level = Number(heading.tagName[1]);
+        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_ELEMENT | NodeFilter.SHOW_TEXT);
+        walker.currentNode = heading;
+        let node = walker.nextNode();
+        while (node && heading.contains(node)) node = walker.nextNode();
+        for (; node; node = walker.nextNode()) {
+            if (node.nodeType === 1 && /^H[1-6]$/.test(node.tagName) && Number(node.tagName[1]) <= level) return true;
+            if (node.nodeType === 1 && ["IMG", "TABLE"].includes(node.tagName)) return false;
+            if (node.nodeType === 3 && node.textContent.trim()) return false;
+        }
+        return true;
+    }).map((heading) => heading.textContent.trim());
+    return {height: document.documentElement.scrollHeight, text: body.textContent, empty_headings: empty};
+}"""
+
+
+def page_layout(page: Path, browser) -> dict:
+    context = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
+    try:
+        opened = context.new_page()
+        opened.goto(page.resolve().as_uri(), wait_until="load")
+        return opened.evaluate(_LAYOUT)
+    finally:
+        context.close()
 
 
 def test_the_no_code_comparison_opens_with_the_verdict(comparison, browser):
     from browser import first_screen
 
+    from evalbook.compare.tables import sections
+    from evalbook.compare.verdict import verdict_sentence
+
     page = comparison.folder / "05_compare.noinput.html"
     assert f"05_compare HTML without code: {page}" in comparison.stdout
     seen = first_screen(page, browser=browser)
-    f1 = next(row for row in comparison.doc["metrics"] if row["metric"] == "bertscore_f1")
+    doc = comparison.doc
+    f1 = next(row for row in doc["metrics"] if row["metric"] == "bertscore_f1")
     assert f1["mean_delta"] < 0  # the candidate's answers are cut to half their words
-    verdict = (f"BERTScore F1 fell by {abs(f1['mean_delta']):.3f} [{f1['ci_low']:.3f}, {f1['ci_high']:.3f}] "
-               f"(95% interval); {f1['n_worse']} of {f1['n']} examples worse")
-    assert verdict in seen["above"], seen["above"][:800]
-    assert f"{comparison.doc['pairing']['n_paired']} examples paired by id" in seen["above"]
-    assert "What changed: -p predictions_path: " in seen["above"] and "predictions-truncated.jsonl" in seen["above"]
-    # right after the verdict, the checks that newly fail (issue 48): both runs ran the fact check
-    checks = comparison.doc["checks"]
+    # the verdict is the first thing under the title and its one-line blockquote
+    sentence = verdict_sentence(doc)
+    assert sentence.startswith("Candidate worse on 4 of 9 metrics, unchanged on 5; "
+                               f"{f1['n_worse']} of 32 examples worse on BERTScore F1")
+    assert sentence.endswith("; gate off.")
+    above = re.sub(r"\s+(?=[,;.])", "", seen["above"])  # the sentence's coloured parts are text nodes of their own
+    assert sentence in above, above[:800]
+    assert above.startswith("05 · Compare") and above.index(sentence) < 250, above[:400]
+    contents = "Contents: " + " · ".join(title for _, title in sections(doc))
+    assert contents in above and above.index(sentence) < above.index(contents)
+    assert [key for key, _ in sections(doc)] == ["deltas", "checks", "worse", "slices", "per-example", "runs",
+                                                 "method"]
+    assert f"{doc['pairing']['n_paired']} examples paired by id" in above
+    assert "What changed: -p predictions_path: " in above and "predictions-truncated.jsonl" in above
+    # then the deltas, whose first row is on the first screen
+    assert f"BERTScore F1\t32\t{f1['baseline_mean']:.3f}" in seen["text"] and "BERTScore F1\t32" in above
+    assert "judge metrics: no judge ran for either run" in seen["text"]
+    # right after the deltas, the checks that newly fail (issue 48): both runs ran the fact check
+    checks = doc["checks"]
     assert checks["compared"], checks["reason"]
     said = f"Checks: {newly_failing_said(checks)}; {fixed_said(checks)}."
-    assert said in seen["text"] and seen["text"].index(said) < seen["text"].index("The regression gate")
-    assert "from evalbook" not in seen["text"] and "Warning" not in seen["above"]
-    assert str(comparison.folder.parent) not in seen["text"]  # no absolute path
+    text = seen["text"]
+    assert text.index("What moved") < text.index(said) < text.index("Examples that got worse")
+    assert "from evalbook" not in text and "Warning" not in above
+    assert str(comparison.folder.parent) not in text  # no absolute path
     assert not seen["empty_tables"], seen["empty_tables"]
-    assert "{'" not in seen["text"] and '{"' not in seen["text"]  # no raw dict
+    assert "{'" not in text and '{"' not in text  # no raw dict
     stderr = [output.get("text", "") for cell in nbformat.read(comparison.folder / "05_compare.ipynb", 4).cells
               for output in cell.get("outputs", []) if output.get("name") == "stderr"]
     assert not stderr, stderr
+
+
+def test_the_comparison_page_is_a_third_of_its_old_height_with_nothing_empty_or_raw(comparison, browser):
+    from evalbook.metrics import METRICS
+
+    layout = page_layout(comparison.folder / "05_compare.noinput.html", browser)
+    assert layout["height"] <= HEIGHT_BEFORE / 3, layout["height"]
+    assert layout["empty_headings"] == []
+    text = layout["text"]
+    assert [m.name for m in METRICS if "_" in m.name and m.name in text] == []
+    assert not RAW.search(text), text[max(RAW.search(text).start() - 200, 0):RAW.search(text).end() + 50]
+    assert "largest regressions" not in text and "0.000, 0.000" not in text  # no empty list, no all-zero row
 
 
 # ---------------------------------------------------------------- 5. the candidate's report pages
@@ -232,17 +300,18 @@ def test_the_no_code_comparison_opens_with_the_verdict(comparison, browser):
 def test_report_pages_open_offline_with_their_figures(runs, browser):
     run_dir = runs.candidate.run_dir
     drawn = {path.stem for path in (run_dir / "figures").glob("*.png")}
-    # and Where it fails' forest plot of each metric tested by slice
+    # and Where it fails' forest plot of each headline or flagged metric with a level tested
     report = json.loads(runs.candidate.report_path.read_text("utf-8"))
-    forests = {f"slices-{name}" for name in forest_metrics(report)}
+    forests = {f"slices-{name}" for name in page_forest_metrics(report)}
     assert len(forests) >= 4 and drawn == DRAWN_FIGURES | forests
     report_notebook = nbformat.read(run_dir / "04_report.ipynb", as_version=4)
     printed = "".join(output.get("text", "") for cell in report_notebook.cells
                       for output in cell.get("outputs", []))
     full, noinput = run_dir / "04_report.html", noinput_path(run_dir / "04_report.ipynb")
+    assert "not drawn" not in printed  # a figure with nothing to draw is named on the page, not printed
     for name in JUDGE_FIGURES:
-        assert f"{name}: not drawn, the judge did not run: no judge server reachable" in printed
-        assert f"{name}: not drawn, the judge did not run" in page_text(noinput)
+        said = f"{name.replace('-', ' ')} (the judge did not run: no judge server reachable"
+        assert said in page_text(noinput) and said in page_text(full)
     for page in (full, noinput):
         seen = assert_opens_offline(page, browser, min_images=len(DRAWN_FIGURES | forests))
         assert seen["requests"] == [page.resolve().as_uri()]

@@ -431,9 +431,10 @@ def test_the_context_is_one_for_the_page_and_the_summary():
 
 def test_the_no_code_report_shows_the_checks_first_then_where_it_fails(sample_runs):
     """The sample's domain column and the derived slices reach 04_report's page. The first screen
-    holds the headline, how many answers failed a check and the checks' section (issue 48: which
-    answers are wrong comes first); "Where it fails" follows it, its heading and first sentence,
-    then a forest plot and the table."""
+    holds the headline, how many answers failed a check, the contents and the checks' section
+    (issue 48: which answers are wrong comes first); the worst examples follow, then "Where it
+    fails", its heading and first sentence, a forest plot of each headline metric's tested levels
+    and, collapsed, the table of every level (issue 49)."""
     from browser import first_screen
 
     run = sample_runs.baseline
@@ -450,13 +451,17 @@ def test_the_no_code_report_shows_the_checks_first_then_where_it_fails(sample_ru
         expected = f"Nothing is flagged: in {context['tests']} ({context['slices']} by {context['metrics']})"
     above = seen["above"]
     assert "answers failed a check" in above and "Which answers fail a check" in above, above[-1500:]
-    assert above.index("95% interval") < above.index("Which answers fail a check")  # after the headline
+    assert above.index("95% interval") < above.index("Contents") < above.index("Checks assert")  # after the headline
     text = seen["text"]
-    assert "Where it fails" in text and expected in text
-    assert text.index("Which answers fail a check") < text.index("Where it fails") < text.index(expected)
+    body = text[text.index("Checks assert"):]  # past the contents, which name every section
+    assert "Where it fails" in body and expected in body
+    assert body.index("Worst examples") < body.index("Where it fails") < body.index(expected)
     assert not seen["empty_tables"], seen["empty_tables"]
-    rest = seen["text"][seen["text"].index("Where it fails"):]
-    assert "mean [low, high]" in rest and "difference [low, high]" in rest  # the full table
-    assert "How the levels were tested" in rest
+    html = page.read_text("utf-8")
+    collapsed = html[html.index("<details class='evalbook-details'>"):]
+    collapsed = collapsed[:collapsed.index("</details>")]
+    assert "mean [low, high]" in collapsed and "difference [low, high]" in collapsed  # the full table
+    assert "How the levels were tested" in collapsed
     forests = sorted(path.name for path in (run.run_dir / "figures").glob("slices-*.png"))
-    assert forests == sorted(f"slices-{name}.png" for name in report["slices"]["metrics"])
+    assert forests == sorted(f"slices-{name}.png" for name in figures.page_forest_metrics(report))
+    assert len(forests) >= 2 and len(forests) < len(report["slices"]["metrics"])

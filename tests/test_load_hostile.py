@@ -7,6 +7,7 @@ read from S3 (moto's server on 127.0.0.1). All text is invented.
 
 from __future__ import annotations
 
+import html
 import json
 import uuid
 from pathlib import Path
@@ -471,6 +472,6 @@ def test_a_run_carries_the_load_warnings_into_the_report_and_its_page(tmp_path):
     [report_path] = outputs.glob("local/eval-runs/*/*/*/*.json")
     [warning] = json.loads(report_path.read_text())["counts"]["warnings"]
     assert warning.startswith("1 of the 1 unmatched prediction ids differ from an example id only in case")
-    page = (report_path.with_suffix("") / "04_report.html").read_text()
-    assert "warning: 1 of the 1 unmatched prediction ids" in page
+    page = html.unescape((report_path.with_suffix("") / "04_report.html").read_text())
+    assert "Warnings from loading the examples" in page and "1 of the 1 unmatched prediction ids" in page
     assert "(for example 'EX4' vs 'ex4')" in page

@@ -103,8 +103,9 @@ def test_the_no_code_report_opens_with_the_headline_numbers_and_their_intervals(
     for expected in ("helpdesk-eval", "4 examples", "generator unknown", "95% interval", "BERTScore F1",
                      f"{f1['mean']:.3f}", f"[{f1['low']:.3f}, {f1['high']:.3f}]",
                      f"{cosine['mean']:.3f}", f"[{cosine['low']:.3f}, {cosine['high']:.3f}]",
-                     "no judge ran", "1 empty answers"):
+                     "no judge ran", "1 empty answer ·"):
         assert expected in seen["above"], (expected, seen["above"][:600])
+    assert "1 empty answers" not in seen["above"]
     assert "ConnectError" not in seen["above"]
     assert not seen["empty_tables"], seen["empty_tables"]
     assert str(folder) not in seen["text"]  # no absolute path
