@@ -101,30 +101,43 @@ def outputs(tmp_path) -> Path:
 
 
 class _Page(HTMLParser):
-    """The rows' cell texts and every link's href."""
+    """The rows' cell texts, each run's reason line (by its row's position), every link's href and
+    every hover title."""
 
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[list[str]] = []
+        self.reasons: dict[int, str] = {}
         self.hrefs: list[str] = []
+        self.titles: list[str] = []
         self._in_body = False
+        self._reason_row = False
 
     def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        if "title" in attributes:
+            self.titles.append(attributes["title"])
         if tag == "tbody":
             self._in_body = True
         elif tag == "tr" and self._in_body:
-            self.rows.append([])
-        elif tag == "td" and self._in_body:
+            self._reason_row = "reason-row" in (attributes.get("class") or "")
+            if self._reason_row:
+                self.reasons[len(self.rows) - 1] = ""
+            else:
+                self.rows.append([])
+        elif tag == "td" and self._in_body and not self._reason_row:
             self.rows[-1].append("")
         elif tag == "a":
-            self.hrefs.append(dict(attrs)["href"])
+            self.hrefs.append(attributes["href"])
 
     def handle_endtag(self, tag):
         if tag == "tbody":
             self._in_body = False
 
     def handle_data(self, data):
-        if self._in_body and self.rows and self.rows[-1]:
+        if self._in_body and self._reason_row:
+            self.reasons[len(self.rows) - 1] += data.strip()
+        elif self._in_body and self.rows and self.rows[-1]:
             self.rows[-1][-1] += data
 
 
@@ -155,18 +168,24 @@ def test_collect_runs_lists_every_run_newest_first(outputs):
 def test_index_shows_every_run_with_its_values(outputs):
     index = build_index(outputs)
     assert index == outputs / "index.html"
-    rows = _parse(index).rows
-    assert [next(i for i in (RUNNING, FAILED, JUDGED, OLD_SCHEMA, BROKEN_REPORT) if i in row[0])
+    page = _parse(index)
+    rows = page.rows
+    assert [next(i for i in (RUNNING, FAILED, JUDGED, OLD_SCHEMA, BROKEN_REPORT) if i[:8] in row[0])
             for row in rows] == [RUNNING, FAILED, JUDGED, OLD_SCHEMA, BROKEN_REPORT]
     running, failed, judged, old, broken = rows
     assert running[0].startswith("2026-11-30 09:00:05")
     assert running[2] == "running or crashed"
-    assert failed[2].startswith("failed") and "stage 02_score failed" in failed[2]
-    assert broken[2].startswith("unreadable") and "Expecting property name" in broken[2]
-    assert judged[:3] == [f"2026-11-29 10:00:05{JUDGED}", "local", "succeeded"]
-    assert judged[3] == f"{HOSTILE_NAME}validation · n=4"
+    # why a run is not a success: one sentence on a line of its own under its row
+    assert failed[2] == "failed" and page.reasons[1] == "stage 02_score failed"
+    assert broken[2] == "unreadable" and "Expecting property name" in page.reasons[4]
+    assert 2 not in page.reasons  # a success has no reason line
+    # a run id shows its first 8 characters, whole on hover
+    assert judged[:3] == [f"2026-11-29 10:00:05{JUDGED[:8]}", "local", "succeeded"]
+    assert JUDGED in page.titles
+    # a long value is cut with an ellipsis, whole on hover; the judge's label shows its hash's start
+    assert judged[3] == f"{HOSTILE_NAME[:15]}\u2026validation · n=4" and HOSTILE_NAME in page.titles
     assert judged[4] == "sentence st-modelBERTScore bert-model (layer 6)generator gen-model"
-    assert judged[5] == "judge-0123456789abcdef"
+    assert judged[5] == "judge-0123456\u2026" and "judge-0123456789abcdef" in page.titles
     assert judged[6] == MISSING  # its run.json records no overrides
     # BERTScore F1, sentence cosine, top-k match (k), MRR@k (k), judge groundedness, judge relevance
     assert judged[7:13] == ["0.812", "0.250", "0.500k=5", "0.375k=5", "0.875", MISSING]
@@ -178,7 +197,7 @@ def test_index_shows_every_run_with_its_values(outputs):
 
 def test_index_escapes_data_and_never_says_nan(outputs):
     text = build_index(outputs).read_text("utf-8")
-    assert "<script>" not in text
+    assert "<script>alert" not in text
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; co" in text
     assert not re.search(r"\bnan\b", text, re.IGNORECASE)
 
@@ -201,7 +220,9 @@ def test_index_links_are_relative_and_point_at_files(outputs):
 def test_index_is_self_contained(outputs):
     text = build_index(outputs).read_text("utf-8")
     assert external_references(text) == []
-    assert "<script" not in text and "<link" not in text
+    assert "<link" not in text
+    # one script, the filter box's, inline
+    assert text.count("<script") == 1 and "<script>" in text and "<script src" not in text
 
 
 def test_rebuilding_replaces_the_index(outputs):
@@ -210,7 +231,7 @@ def test_rebuilding_replaces_the_index(outputs):
     later = "66666666-6666-4666-8666-666666666666"
     _run(outputs, "local", later, at(12, day=30), "failed", failure="later failure")
     assert build_index(outputs) == index
-    assert _parse(index).rows[0][0].endswith(later)
+    assert _parse(index).rows[0][0].endswith(later[:8])
     assert sorted(path.name for path in outputs.iterdir()) == ["ci", "index.html", "local"]
 
 
@@ -371,8 +392,9 @@ def test_the_report_link_opens_the_no_code_page_and_each_run_shows_its_overrides
     folder = f"local/eval-runs/2026/11/29/{run_id}"
     assert f'<a href="{folder}/04_report.noinput.html">report</a>' in text
     assert f'<a href="{folder}/04_report.html">report with code</a>' in text
-    assert "predictions_path=predictions-truncated.jsonl" in text and "limit=5" in text
-    assert "judge.base_url=http://127.0.0.1:1/v1" in text and "/home/me" not in text
+    assert "predictions_path = <span class=\"nw\" title=\"predictions-truncated.jsonl\">predictions-tru" in text
+    assert "limit = <span class=\"nw\">5</span>" in text
+    assert "judge.base_url = <span class=\"nw\" title=\"http://127.0.0.1:1/v1\">" in text and "/home/me" not in text
     assert "no overrides" in text
 
 
@@ -384,3 +406,41 @@ def test_the_index_fits_a_1280_pixel_screen(outputs):
         page = browser.new_context(offline=True, viewport={"width": 1280, "height": 900}).new_page()
         page.goto(index.resolve().as_uri(), wait_until="load")
         assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+
+
+def test_the_index_breaks_no_word_and_its_filter_box_hides_rows(outputs):
+    """Checked in Chromium's layout: no cell's word runs over two lines (test_page_lint's check),
+    and typing in the filter box leaves the rows whose text holds every word typed."""
+    from browser import offline_browser
+    from test_page_lint import _BROKEN_WORDS
+
+    index = build_index(outputs)
+    with offline_browser() as browser:
+        page = browser.new_context(offline=True, viewport={"width": 1280, "height": 900}).new_page()
+        page.goto(index.resolve().as_uri(), wait_until="load")
+        assert page.evaluate(_BROKEN_WORDS) == []
+        visible = "() => Array.from(document.querySelectorAll('tbody.run'), (run) => !run.hidden)"
+        assert page.evaluate(visible) == [True] * 5
+        page.fill("#evalbook-filter", "FAILED ci")
+        assert page.evaluate(visible) == [False, True, False, False, False]
+        assert page.inner_text("#evalbook-filter-count") == "1 of 5 rows shown"
+        page.fill("#evalbook-filter", JUDGED)  # a full run id, though the row shows its first 8 characters
+        assert page.evaluate(visible) == [False, False, True, False, False]
+        page.fill("#evalbook-filter", "")
+        assert page.evaluate(visible) == [True] * 5
+
+
+@pytest.mark.parametrize("reason, sentence", [
+    ("stage 01_load failed: file /tmp/x/mine.jsonl; column 'context'; row 1: must hold text\n"
+     "executed notebook: /tmp/x/out/01_load.ipynb\nfailing cell [4]:\n    run_load(ctx)\nLoadError: ...",
+     "stage 01_load failed: file mine.jsonl; column 'context'; row 1: must hold text"),
+    # a run from before the sentence: its first line named the notebook; its error's message stands in
+    ("stage 02_score failed; executed notebook: /tmp/x/out/02_score.ipynb\nfailing cell [5]:\n    x\n"
+     "ScoringError: the model ran out of memory",
+     "stage 02_score failed: the model ran out of memory"),
+    ("interrupted by SIGTERM during 02_score", "interrupted by SIGTERM during 02_score"),
+])
+def test_a_reason_reads_as_one_sentence_without_absolute_paths(reason, sentence, tmp_path):
+    from evalbook.publish.index import reason_sentence
+
+    assert reason_sentence(reason, tmp_path) == sentence

@@ -10,8 +10,11 @@
 
 from __future__ import annotations
 
+import builtins
 from pathlib import Path
 from typing import Any, TextIO
+
+import yaml
 
 from evalbook.files import write_new
 from evalbook.kernel import ipc_kernel
@@ -24,8 +27,26 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 
 
+def failure_sentence(stage: str, error: Exception) -> str:
+    """The failure of `stage` in one sentence, as its page, the index and the first line of the
+    run's error say it: the message of the error the notebook raised, which names the fix (an
+    evalbook error's does), or, for a built-in error (a bug rather than a bad input), that it was
+    unexpected and where, with its message. No class name: that is in the traceback."""
+    ename = getattr(error, "ename", None) or type(error).__name__
+    evalue = getattr(error, "evalue", None)
+    message = " ".join(str(error if evalue is None else evalue).split())
+    if ename in vars(builtins) or not message:
+        count = getattr(error, "exec_count", None)
+        where = f" in its cell [{count}]" if count else ""
+        return (f"stage {stage} failed on an unexpected error{where}" + (f" ({message})" if message else "")
+                + "; its page holds the traceback")
+    return f"stage {stage} failed: {message}"
+
+
 def quote_failure(stage: str, notebook: Path, error: Exception) -> str:
-    lines = [f"stage {stage} failed; executed notebook: {notebook}"]
+    """The run's error for a failed stage: its sentence, the executed notebook, the failing cell
+    quoted and the error as Python names it."""
+    lines = [failure_sentence(stage, error), f"executed notebook: {notebook}"]
     source = getattr(error, "source", None)
     if source:
         count = getattr(error, "exec_count", None)
@@ -36,16 +57,31 @@ def quote_failure(stage: str, notebook: Path, error: Exception) -> str:
     return "\n".join(lines)
 
 
+def stage_inputs(parameters: dict[str, Any], output_dir: Path) -> list[tuple[str, str]]:
+    """What a stage read, for its failed page: its parameters (a path by its name or its place in
+    the folder) and the input files its profile names (params.yaml in the folder)."""
+    inputs = [(name, pages.plain_paths(str(value), output_dir)) for name, value in parameters.items()
+              if value is not None and name != "run_dir"]
+    params = output_dir / "params.yaml"
+    values = yaml.safe_load(params.read_text("utf-8")) if params.is_file() else None
+    if isinstance(values, dict):
+        inputs += [(key, pages.plain_paths(str(values[key]), output_dir)) for key in ("input_path", "predictions_path")
+                   if values.get(key)]
+    return inputs
+
+
 # The pages for readers who never open code: each also gets a version without the code cells.
 NO_CODE_PAGES = (REPORT_STAGE, COMPARE_STAGE, CALIBRATE_STAGE)
 
 
-def render_stage_html(stage: str, notebook: Path) -> dict[str, str]:
+def render_stage_html(stage: str, notebook: Path, failure: dict[str, Any] | None = None) -> dict[str, str]:
     """Self-contained HTML of an executed notebook; the report, the comparison and the
-    calibration also get a version without code (`.noinput.html`)."""
-    rendered = {"html": str(pages.render_html(notebook))}
+    calibration also get a version without code (`.noinput.html`). A failed stage's pages open
+    with `failure` (evalbook.publish.pages.as_failed_page)."""
+    rendered = {"html": str(pages.render_html(notebook, failure=failure))}
     if stage in NO_CODE_PAGES:
-        rendered["html_noinput"] = str(pages.render_html(notebook, pages.noinput_path(notebook), exclude_input=True))
+        rendered["html_noinput"] = str(pages.render_html(notebook, pages.noinput_path(notebook), exclude_input=True,
+                                                         failure=failure))
     return rendered
 
 
@@ -59,6 +95,7 @@ def execute_stage(stage: str, parameters: dict[str, Any], output_dir: Path) -> d
     source = NOTEBOOKS / f"{stage}.ipynb"
     output = output_dir / f"{stage}.ipynb"
     record: dict[str, Any] = {"stage": stage, "notebook": str(output)}
+    failure = None
     try:
         with ipc_kernel() as kernel:
             papermill.execute_notebook(str(source), str(output), parameters=parameters,
@@ -66,18 +103,20 @@ def execute_stage(stage: str, parameters: dict[str, Any], output_dir: Path) -> d
                                        **kernel)
     except Exception as error:  # noqa: BLE001 - every failure is reported with its notebook
         record.update(status="failed", error=quote_failure(stage, output, error))
+        failure = {"stage": stage, "sentence": pages.plain_paths(failure_sentence(stage, error), output_dir),
+                   "inputs": stage_inputs(parameters, output_dir), "root": PROJECT_ROOT}
     else:
         record["status"] = "succeeded"
     if output.exists():
-        _add_stage_html(record, stage, output)
+        _add_stage_html(record, stage, output, failure)
     return record
 
 
-def _add_stage_html(record: dict[str, Any], stage: str, notebook: Path) -> None:
+def _add_stage_html(record: dict[str, Any], stage: str, notebook: Path, failure: dict[str, Any] | None) -> None:
     """Add the stage's pages to `record`; a page that cannot be rendered fails the stage, after
     any error of the notebook's own, so that the run still ends with its run.json."""
     try:
-        record.update(render_stage_html(stage, notebook))
+        record.update(render_stage_html(stage, notebook, failure))
     except Exception as error:  # noqa: BLE001 - the run must still record how it ended
         failure = (f"stage {stage} ran but its HTML could not be rendered: "
                    f"{type(error).__name__}: {error}")

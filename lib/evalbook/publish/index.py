@@ -1,8 +1,11 @@
 """The index of every run under an outputs root: one static page, `<outputs_root>/index.html`.
 
 A run is a folder `<outputs_root>/<env>/eval-runs/<yyyy>/<mm>/<dd>/<run_id>/` (evalbook.layout);
-its report, when the run succeeded, is `<run_id>.json` beside the folder. The page needs no
-script and fetches nothing: the style sheet inline, links relative to the page. This module only
+its report, when the run succeeded, is `<run_id>.json` beside the folder. The page fetches
+nothing: the style sheet and the filter box's small script inline (index_filter.js), links
+relative to the page; without the script every row still shows. No cell breaks inside a word:
+long values (a run id, a model's hub name, an override) are shown short, whole on hover, and a
+run's failure is one sentence on a line of its own under its row, its paths shortened. This module only
 renders: evalbook.publish.catalog gathers the rows (each run's state from evalbook.runs, and the
 comparisons and calibrations), this module turns them into plain values, and the template
 index_page.html writes every tag and escapes every value.
@@ -11,6 +14,7 @@ index_page.html writes every tag and escapes every value.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -21,6 +25,7 @@ from evalbook.metrics import metric as registered
 from evalbook.metrics import of_kind
 from evalbook.publish.catalog import (CALIBRATION_COLUMNS, HEADLINE_DELTAS, RUN_COLUMNS, collect_calibrations,
                                       collect_comparisons, collect_runs)
+from evalbook.publish.pages import plain_paths
 from evalbook.runs import utc
 from evalbook.templating import render
 from evalbook.trend.document import latest_series, read_previous, step_words
@@ -49,13 +54,68 @@ def _judge_metric_names(rows: list[dict[str, Any]]) -> list[str]:
     return [m.name for m in of_kind("judge") if any(m.name in row["metrics"] for row in rows)]
 
 
+# The longest value a cell shows whole; a longer one is cut with an ellipsis and shown whole on hover.
+SHOWN_VALUE = 16
+RUN_ID_SHOWN = 8  # a run id's first characters, as git shows a commit
+JUDGE_LABEL_SHOWN = 14  # `judge-` and the first 8 characters of its hash
+
+
+def _clipped(value: Any, limit: int = SHOWN_VALUE) -> dict[str, Any] | None:
+    """A value as a cell shows it: {"text", "full"}, the text cut to `limit` characters with an
+    ellipsis, and the full text (for the hover title) when it was cut; None when missing."""
+    value = _shown(value)
+    if value is None:
+        return None
+    text = str(value)
+    if len(text) <= limit:
+        return {"text": text, "full": None}
+    return {"text": text[:limit - 1] + "\u2026", "full": text}
+
+
+def _model(name: Any) -> dict[str, Any] | None:
+    """A model as a cell shows it: its name without the hub owner (`all-MiniLM-L6-v2`), whole on hover."""
+    value = _shown(name)
+    if value is None:
+        return None
+    short = _clipped(str(value).rsplit("/", 1)[-1])
+    return {"text": short["text"], "full": str(value) if short["text"] != str(value) else None}
+
+
 def _overrides(overrides: dict[str, Any] | None) -> list[tuple[str, Any]] | None:
     """What the run changed from its profile, as (key, value) pairs: what tells runs apart. A
-    local path is shown by its file name (an absolute path says nothing to the page's reader)."""
+    local path is shown by its file name (an absolute path says nothing to the page's reader);
+    a long value is clipped (_clipped)."""
     if overrides is None:
         return None
-    return [(key, _shown(Path(value).name if isinstance(value, str) and Path(value).is_absolute() else value))
+    return [(key, _clipped(Path(value).name if isinstance(value, str) and Path(value).is_absolute() else value))
             for key, value in overrides.items()]
+
+
+_OLD_FAILURE = re.compile(r"^stage (\S+) failed; executed notebook: ")
+_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*: (.+)$")
+
+
+def reason_sentence(reason: str | None, page_dir: Path) -> str | None:
+    """Why a run is not a success, in one sentence: the reason's first line, its absolute paths
+    shortened (relative to the page's folder, else a file's name). A run from before the
+    sentence (its first line named the executed notebook) gets its error's message instead."""
+    if not reason or not reason.strip():
+        return None
+    lines = reason.strip().splitlines()
+    old = _OLD_FAILURE.match(lines[0])
+    found = _PYTHON_ERROR.match(lines[-1]) if old else None
+    sentence = f"stage {old.group(1)} failed: {found.group(1)}" if old and found else lines[0]
+    return plain_paths(sentence, page_dir)
+
+
+def _judge(label: Any) -> dict[str, Any] | None:
+    """The judge's label, clipped (`judge-01234567…`, whole on hover), or its status in words (`not run`)."""
+    value = _shown(label)
+    if value is None:
+        return None
+    text = str(value)
+    return _clipped(text, JUDGE_LABEL_SHOWN) if text.startswith("judge-") else {"text": text.replace("_", " "),
+                                                                                 "full": None}
 
 
 def _scores(row: dict[str, Any], judge_metrics: list[str]) -> list[dict[str, Any]]:
@@ -73,7 +133,7 @@ def _dataset(dataset: dict[str, Any]) -> dict[str, Any] | None:
     """The dataset's name, split and size; None for a run without a report."""
     if not dataset:
         return None
-    return {"name": _shown(dataset.get("name")), "split": _shown(dataset.get("split")),
+    return {"name": _clipped(dataset.get("name")), "split": _clipped(dataset.get("split")),
             "n_examples": dataset.get("n_examples")}
 
 
@@ -81,9 +141,9 @@ def _models(models: dict[str, Any]) -> dict[str, Any] | None:
     """The run's models and BERTScore's layer; None for a run without a report."""
     if not models:
         return None
-    return {"sentence_transformer": _shown(models.get("sentence_transformer")),
-            "bertscore": _shown(models.get("bertscore")), "bertscore_layer": models.get("bertscore_layer"),
-            "generator": _shown(models.get("generator"))}
+    return {"sentence_transformer": _model(models.get("sentence_transformer")),
+            "bertscore": _model(models.get("bertscore")), "bertscore_layer": models.get("bertscore_layer"),
+            "generator": _clipped(models.get("generator"))}
 
 
 def _checks(checks: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -97,14 +157,17 @@ def _checks(checks: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _run_view(row: dict[str, Any], judge_metrics: list[str], page_dir: Path) -> dict[str, Any]:
-    """What index_runs.html shows of a row of collect_runs. The reason why a run is not a success
-    shows its first line, and whole when pointed at."""
+    """What index_runs.html shows of a row of collect_runs. Why a run is not a success is one
+    sentence (reason_sentence), on a line under the row; the whole reason, paths shortened, on hover."""
     reason = row["reason"]
-    return {"started_at": row["started_at"], "run_id": _shown(row["run_id"]), "env": _shown(row["env"]),
+    run_id = _shown(row["run_id"])
+    return {"started_at": row["started_at"], "run_id": run_id,
+            "run_id_short": run_id[:RUN_ID_SHOWN] if isinstance(run_id, str) else None, "env": _shown(row["env"]),
             "status": _shown(row["status"]), "status_class": row["status"].replace(" ", "-"),
-            "reason": reason or None, "reason_line": reason.strip().splitlines()[0] if reason else None,
+            "reason": plain_paths(reason.strip(), page_dir) if reason else None,
+            "reason_line": reason_sentence(reason, page_dir),
             "dataset": _dataset(row["dataset"]), "models": _models(row["models"]),
-            "judge": _shown(row["judge_label"]), "overrides": _overrides(row["overrides"]),
+            "judge": _judge(row["judge_label"]), "overrides": _overrides(row["overrides"]),
             "scores": _scores(row, judge_metrics), "checks": _checks(row.get("checks")),
             "links": [(label, _href(page_dir, path)) for label, path in row["links"].items()]}
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from evalbook.escaping import visible_controls
 from evalbook.files import write_new
 from evalbook.layout import NOINPUT_SUFFIX
+from evalbook.templating import render
 
 
 # Each block emptied here loaded a script from a CDN in nbconvert 7.17.2's lab template.
@@ -139,7 +141,8 @@ def _exporter(exclude_input: bool):
 
 
 def render_html(notebook: Path, output: Path | None = None, *, exclude_input: bool = False,
-                title: str | None = None, image_dir: Path | None = None) -> Path:
+                title: str | None = None, image_dir: Path | None = None,
+                failure: dict[str, Any] | None = None) -> Path:
     """Render an executed notebook to one self-contained HTML page; return its path.
 
     `output` defaults to `<notebook>.html`, or to `noinput_path(notebook)` with `exclude_input`,
@@ -147,7 +150,10 @@ def render_html(notebook: Path, output: Path | None = None, *, exclude_input: bo
     the notebook's `title` metadata, else its file stem) becomes the page <title>. Markdown
     images are read relative to `image_dir` (default: the notebook's folder; pass the source
     notebooks' folder for a copy that Papermill executed elsewhere); nbconvert embeds only
-    images inside that folder. The page is written once, atomically: an existing file is never
+    images inside that folder. With `failure` ({"stage", "sentence", "inputs"}: the page of a
+    stage that failed), the page opens with the sentence and the inputs, and each traceback is
+    folded (`as_failed_page`); the notebook file is not changed. The page is written once,
+    atomically: an existing file is never
     replaced (FileExistsError). A page that would fetch anything, from the network or from a
     file beside it, raises ValueError and is not written. Control characters in the page are
     written as visible escapes (`\x00`).
@@ -164,6 +170,8 @@ def render_html(notebook: Path, output: Path | None = None, *, exclude_input: bo
     node = nbformat.read(notebook, as_version=4)
     if title is not None:
         node.metadata["title"] = title
+    if failure is not None:
+        as_failed_page(node, failure)
     image_dir = Path(image_dir) if image_dir is not None else notebook.parent
     resources = {"metadata": {"name": notebook.stem, "path": str(image_dir.resolve())}}
     page, _ = _exporter(exclude_input).from_notebook_node(node, resources=resources)
@@ -183,3 +191,63 @@ def render_html(notebook: Path, output: Path | None = None, *, exclude_input: bo
 def _listing(urls: list[str]) -> str:
     shown = [url if len(url) <= 120 else url[:117] + "..." for url in urls[:10]]
     return ", ".join(shown) + (f" and {len(urls) - 10} more" if len(urls) > 10 else "")
+
+
+# ---------------------------------------------------------------- a failed stage's page and sentence
+
+# An absolute path inside a text (two segments at least, so `GET /models` is no path), not part of a
+# URL (`http://host/v1/...`): what `plain_paths` shortens.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w:/.~-])/[^/\s'\"`,;:()\[\]{}<>]+(?:/[^/\s'\"`,;:()\[\]{}<>]+)+")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# papermill's own markdown cells on a failed notebook ("An Exception was encountered at ...")
+PAPERMILL_ERROR_TAG = "papermill-error-cell-tag"
+
+
+def plain_paths(text: str, root: Path | None = None) -> str:
+    """`text` with each absolute path in it written as a reader reads it: relative to `root` when
+    it lies inside, else its file name (`file /tmp/x/mine.jsonl; ...` -> `file mine.jsonl; ...`)."""
+    def shown(match: re.Match[str]) -> str:
+        path = Path(match.group())
+        if root is not None:
+            try:
+                return path.relative_to(root).as_posix()
+            except ValueError:
+                pass
+        return path.name
+    return _ABSOLUTE_PATH.sub(shown, text)
+
+
+def _traceback_text(output: dict[str, Any], root: Path | None) -> str:
+    """An error output's traceback as plain text, paths shortened: papermill's separator and the
+    'Traceback (most recent call last)' header left out, so that the cell's own frame comes first."""
+    lines = [_ANSI.sub("", entry) for entry in output.get("traceback", [])]
+    kept = [line for line in lines if not set(line.strip()) <= {"-"} and "Traceback (most recent call last)" not in line]
+    return plain_paths("\n".join(kept), root)
+
+
+def as_failed_page(node: Any, failure: dict[str, Any]) -> None:
+    """Make `node` (an executed notebook, in memory) read as a failed stage's page: papermill's red
+    notes removed, a block on top with the failure's sentence and the stage's inputs
+    (failed_stage.html), each error output replaced by its traceback, folded
+    (failed_traceback.html), and the cells that never ran after the failing one replaced by a line
+    that says so."""
+    import nbformat  # slow to import: only when notebooks are rendered
+
+    root = failure.get("root")
+    node.cells = [cell for cell in node.cells if PAPERMILL_ERROR_TAG not in cell.get("metadata", {}).get("tags", [])]
+    failing = None
+    for index, cell in enumerate(node.cells):
+        for position, output in enumerate(cell.get("outputs", [])):
+            if output.get("output_type") == "error":
+                folded = render("failed_traceback.html", ename=output.get("ename") or "error",
+                                text=_traceback_text(output, root))
+                cell.outputs[position] = nbformat.v4.new_output("display_data", data={"text/html": folded})
+                failing = index if failing is None else failing
+    if failing is not None and failing + 1 < len(node.cells):
+        # the cells after the failing one never ran: their headings would stand over nothing
+        left = len(node.cells) - failing - 1
+        node.cells[failing + 1:] = [nbformat.v4.new_markdown_cell(
+            f"The stage stopped at the cell above: the {left} cell{'s' if left != 1 else ''} after it did not run.")]
+    top = render("failed_stage.html", stage=failure["stage"], sentence=failure["sentence"],
+                 inputs=failure.get("inputs") or [])
+    node.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(line for line in top.splitlines() if line.strip())))
