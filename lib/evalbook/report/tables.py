@@ -21,6 +21,10 @@ from evalbook.report.labels import provenance_name
 from evalbook.report.reader import RunReport, judge_entry
 
 TEXT_COLUMNS = ("question", "reference_answer", "generated_answer")
+# How a table of examples names its columns for a reader (the frames keep the report's names).
+SHOWN_COLUMNS = {"reference_answer": "reference", "generated_answer": "answer"}
+
+
 def worst_example_metrics(report: RunReport | dict[str, Any]) -> list[str]:
     """The metrics whose worst examples a reader looks at: the headline similarity metrics, and
     each judge metric with at least one scored answer, in the registry's order."""
@@ -56,7 +60,8 @@ def worst_examples_frame(report: dict[str, Any], metric: str, n: int = 5) -> pd.
 
 
 def worst_examples(report: dict[str, Any], metric: str, n: int = 5) -> Styler:
-    """worst_examples_frame styled for reading: wrapped text, the score on a red-to-blue gradient.
+    """worst_examples_frame styled for reading: wrapped text, the score (under the metric's label)
+    on a red-to-blue gradient, the texts as "question", "reference" and "answer".
 
     The gradient spans the metric's range in the registry (-1 to 1 for BERTScore, the cosine
     and relevance; 0 to 1 for groundedness and criteria). Text is HTML escaped and the HTML holds no external resource (no font, no URL of its own).
@@ -66,9 +71,10 @@ def worst_examples(report: dict[str, Any], metric: str, n: int = 5) -> Styler:
     low = described.value_range[0]
     n_scored = sum(value is not None for value in RunReport.of(report).values(metric))
     noun = "scored example" if n_scored == 1 else "scored examples"
-    styler = readable_table(frame, f"The {len(frame)} lowest {described.label} scores of {n_scored} {noun}")
+    shown = frame.rename(columns={metric: described.label, **SHOWN_COLUMNS})
+    styler = readable_table(shown, f"The {len(frame)} lowest {described.label} scores of {n_scored} {noun}")
     if len(frame):
-        styler = styler.background_gradient(cmap="RdBu", subset=[metric], vmin=low, vmax=1.0)
+        styler = styler.background_gradient(cmap="RdBu", subset=[described.label], vmin=low, vmax=1.0)
     return styler
 
 
@@ -115,6 +121,8 @@ def provenance_table(report: RunReport | dict[str, Any]) -> pd.DataFrame:
     for key, value in dotted_items(RunReport.of(report).data["provenance"]).items():
         if isinstance(value, (list, tuple)):
             value = ", ".join(str(item) for item in value)
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
         if isinstance(value, str) and PurePosixPath(value).is_absolute():
             value = PurePosixPath(value).name
         rows.append({"field": provenance_name(key), "value": MISSING if value is None else str(value)})
