@@ -374,8 +374,9 @@ def slices_table(doc: dict[str, Any]) -> pd.DataFrame:
 def slice_tables_html(doc: dict[str, Any]) -> str:
     """HTML for 05's slices: the levels tested of the headline metrics that moved (of every metric
     that moved when no headline metric did) and every flagged level, flagged first, then by q;
-    the other levels folded in one table (of another metric, too few pairs to test, or of a
-    metric that did not move); metrics by their labels."""
+    the other levels of the metrics that moved folded in one table (of another metric, or too few
+    pairs to test); a metric that did not move has no level to show (its deltas are all within
+    the tolerance, and the deltas section says so). Metrics by their labels."""
     levels = (doc.get("slices") or {}).get("levels") or []
     table = slices_table(doc).assign(metric=[metric_label(doc, level["metric"]) for level in levels])
     moved = moved_metrics(doc)
@@ -387,7 +388,8 @@ def slice_tables_html(doc: dict[str, Any]) -> str:
                        index=table.index, dtype=bool) | flagged
     q = pd.Series([level["q_value"] for level in levels], index=table.index, dtype=float)
     order = sorted(table.index[tested], key=lambda i: (not flagged[i], q[i]))
-    shown, rest = table.loc[order], table[~tested]
+    of_moved = pd.Series([level["metric"] in moved for level in levels], index=table.index, dtype=bool)
+    shown, rest = table.loc[order], table[~tested & of_moved]
 
     def html(frame: pd.DataFrame) -> Markup | None:
         return Markup(escaped_table(frame.set_index(["metric", "slice", "level"])).to_html()) if len(frame) else None
