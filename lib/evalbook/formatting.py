@@ -112,8 +112,10 @@ def count_label(key: str) -> str:
 
 def counts_frame(counts: dict[str, Any]) -> pd.DataFrame:
     """`counts` ({key: n}) as a page's table: one row per count, its label as the index, the
-    count (an integer) in the column `count`."""
-    return pd.DataFrame({"count": [int(n) for n in counts.values()]},
+    count (an integer) in the column `count`; a count that does not apply (None, such as the
+    predictions read when there is no predictions file) is missing."""
+    values = [None if is_missing(n) else int(n) for n in counts.values()]
+    return pd.DataFrame({"count": pd.array(values, dtype="Int64")},
                         index=pd.Index([count_label(key) for key in counts], name="what"))
 
 
