@@ -24,6 +24,7 @@ from evalbook.compare.tables import (
 )
 from evalbook.compare.verdict import moved_metrics, not_compared, reading, verdict_parts, verdict_sentence
 from evalbook.metrics import METRICS
+from evalbook.publish.summary import comparison_summary_md
 from test_compare import EMBEDDING, RETRIEVAL, compare, ids_of, judged, make_report, row, seeded_scores
 from test_compare_slices import LEVELS, sliced
 
@@ -114,6 +115,12 @@ def test_a_comparison_of_nothing_says_why_in_the_sentence():
     doc = compare(make_report(scores), make_report(scores, tag="cand", weights_sha="f" * 64))
     assert verdict_sentence(doc) == ("Nothing was compared: the embedding models differ, so their scores "
                                      "are shown side by side without deltas; gate off.")
+
+
+def test_summary_md_leads_with_the_same_sentence():
+    doc = degraded()
+    summary = comparison_summary_md(doc, make_report(seeded_scores(N)), make_report(seeded_scores(N)), [])
+    assert summary.split("\n")[2] == f"**{verdict_sentence(doc)}**"
 
 
 # ---------------------------------------------------------------- the first screen and the contents

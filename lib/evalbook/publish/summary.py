@@ -5,7 +5,8 @@ for the answers), the judge; each headline metric's mean with its interval, n an
 metric, its pass rate; the slice levels flagged worse or better than the rest of the run, one
 line each, or how many tests flagged nothing (evalbook.report.failures); the counts of what was
 missing, empty, cut or unscored; and links to the run's pages.
-`comparison_summary_md(comparison, baseline, candidate, links)` gives any pairing warning (few
+`comparison_summary_md(comparison, baseline, candidate, links)` gives the verdict sentence the
+comparison's page leads with (evalbook.compare.verdict), any pairing warning (few
 examples paired, other datasets: evalbook.compare.tables), the gate (or that none was applied),
 the checks that newly fail in the candidate (each check's pass rate in both runs with its change,
 and the first five examples with a check newly failing; or why the checks are not compared),
@@ -39,6 +40,7 @@ from evalbook.compare.document import metric_label
 from evalbook.compare.gate import PASS_SUFFIX
 from evalbook.compare.pairwise import left_out_sentence, preferred_counts
 from evalbook.compare.tables import pairing_warnings, slices_moved
+from evalbook.compare.verdict import verdict_sentence
 from evalbook.escaping import shown_text
 from evalbook.files import write_new
 from evalbook.layout import SUMMARY_FILE
@@ -156,6 +158,7 @@ def comparison_summary_md(comparison: dict[str, Any], baseline: dict[str, Any], 
     `candidate` are the two runs' reports, for their pass rates and counts."""
     return render("summary_comparison.md", baseline_id=comparison["baseline"]["run_id"],
                   candidate_id=comparison["candidate"]["run_id"], pairing=comparison["pairing"],
+                  verdict=verdict_sentence(comparison),
                   warnings=pairing_warnings(comparison), gate=_gate(comparison), checks=_checks(comparison),
                   confidence=comparison["parameters"]["confidence"], **_deltas(comparison),
                   slices=slices_moved(comparison), **_both_runs(baseline, candidate),
