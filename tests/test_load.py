@@ -130,7 +130,7 @@ def test_duplicate_id_in_examples_names_both_rows(tmp_path):
     with pytest.raises(LoadError) as info:
         load_evaluation_set(str(path))
     assert_names(info.value, path, "id", [1, 4])
-    assert "duplicate id(s) ['p']" in str(info.value)
+    assert "duplicate id(s) 'p'" in str(info.value) and "['" not in str(info.value)
 
 
 def test_duplicate_id_int_and_string_are_the_same_id(tmp_path):
@@ -155,7 +155,7 @@ def test_duplicate_id_in_predictions_names_both_rows(tmp_path):
     with pytest.raises(LoadError) as info:
         load_evaluation_set(str(examples), str(predictions))
     assert_names(info.value, predictions, "id", [2, 4])
-    assert "duplicate id(s) ['ex2']" in str(info.value)
+    assert "duplicate id(s) 'ex2'" in str(info.value)
 
 
 def test_empty_id_is_rejected(tmp_path):

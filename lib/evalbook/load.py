@@ -581,7 +581,7 @@ def _normalise_ids(frame: pd.DataFrame, path: str, generated: bool) -> pd.Series
     if not duplicated.empty:
         rows = frame.loc[duplicated.index, "__row"].tolist()
         values = sorted(set(duplicated))
-        raise LoadError(path, f"duplicate id(s) {values[:SHOWN_ROWS]}", column="id", rows=rows)
+        raise LoadError(path, f"duplicate id(s) {_shown(values, SHOWN_ROWS)}", column="id", rows=rows)
     return ids
 
 
