@@ -42,6 +42,8 @@ folder is spelled in `layout` alone. From the top:
                           named by its most distinctive terms (class-based TF-IDF)
     failures              Where it fails in words, for 04 and summary.md
     checks                which answers fail a check: pass rates, failing answers
+    explorer              every example in one table to search, filter, sort and open
+                          (DataTables from itables' bundle, offline)
     figures, tables       what 04 shows
     sections              the page's sections in order, which a run shows, its contents list
     labels                the provenance fields in words (How this run was made)
