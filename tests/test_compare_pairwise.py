@@ -326,7 +326,9 @@ def test_a_pairwise_comparison_with_every_reply_invalid_fails_marked_and_writes_
         calls = server.chat_calls
     assert done.returncode == 1 and calls == 10, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
-    (reason,) = [line for line in done.stderr.splitlines() if "pairwise judging scored nothing" in line]
+    # the error's first line is its sentence (evalbook.execution.failure_sentence); the exception's own line follows
+    assert "stage 05_compare failed: pairwise judging scored nothing: all 5 judgments were invalid" in done.stderr
+    (reason,) = [line for line in done.stderr.splitlines() if line.startswith("NothingJudged: pairwise judging scored nothing")]
     assert reason.startswith("NothingJudged: pairwise judging scored nothing: all 5 judgments were invalid (0 "
                              "calls failed, 10 replies not the JSON asked for), so no answer was preferred; the "
                              "first: ") and reason.endswith("#ab: not the JSON asked for: 'yes.'")
