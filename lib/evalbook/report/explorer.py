@@ -8,13 +8,13 @@ metadata. `explorer_html` is the same table for a page: DataTables, from the bun
 offline, in JupyterLab and in the exported HTML alike.
 
 Every cell is escaped by evalbook.escaping (cell_html) before DataTables gets it, and the rows
-reach the page as JSON, gzipped and base64 (a quarter of their size or less: 12,000 rows of
-rag-dataset-12000's lengths are about 11 MB of JSON), unpacked by the page's script into
-DataTables' data: so no user text stands in the page as text a browser could read as markup or
-script, and DataTables draws only the rows on screen (12,000 rows read from the page's HTML
-instead took 17 s to start in Chromium; as data, under 2 s). A row's record (each check's outcome with its reason, each judge metric's
-statements or criteria with their verdicts and reasons) is a hidden column: searched with the
-rest, and shown under the row when its id is clicked.
+reach the page as JSON, gzipped and base64 (12,000 rows of rag-dataset-12000's texts: 9.6 MB of
+JSON, 3.7 MB so packed), unpacked by the page's script into DataTables' data. So no user text
+stands in the page where a browser could read it as markup or script, and DataTables draws only
+the rows on screen: 12,000 rows read from the page's HTML took 17 s to start in Chromium, as data
+1-3 s (docs/performance.md). A row's record (each check's outcome with its reason, each judge
+metric's statements or criteria with their verdicts and reasons) is a hidden column: searched
+with the rest, and listed under the row when its id is clicked.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ CHECK_COLUMN = "{name} check"
 SOURCE = "source"
 WIDE = ("question", "answer", "reference")  # columns of long text, given room to wrap in
 MATCH_WORDS = {1.0: "yes", 0.0: "no"}  # a top-k match, read as a word
+NOTHING_MORE = "no check ran on this example, and the judge did not score it"
 
 
 def _metric_value(described: Metric, example: dict[str, Any]) -> Any:
@@ -142,7 +143,7 @@ def _record(example: dict[str, Any]) -> list[str]:
         entry = judge_entry(example, described.name) if described.kind == "judge" else None
         if entry is not None:
             lines.append(f"{described.label} {number(entry.get('score'))}\n{shown_text(verdict_text(entry))}")
-    return [escape_html(line) for line in lines]
+    return [escape_html(line) for line in lines or [NOTHING_MORE]]
 
 
 @lru_cache(maxsize=1)
