@@ -454,6 +454,7 @@ def runs_shown(index: Path, headlines: dict[str, dict[str, Any]]) -> tuple[int, 
     column for, as their headline gives it, to 3 decimals; the run ids of those that do not."""
     from evalbook.formatting import number
     from evalbook.publish.catalog import RUN_COLUMNS
+    from evalbook.publish.index import RUN_ID_SHOWN
 
     parser = _IndexRows()
     parser.feed(index.read_text("utf-8"))
@@ -461,7 +462,7 @@ def runs_shown(index: Path, headlines: dict[str, dict[str, Any]]) -> tuple[int, 
     for row in parser.rows:
         joined = " ".join(row)
         for run_id in text:
-            if run_id in joined:
+            if run_id[:RUN_ID_SHOWN] in joined:  # the index shows a run id's start, whole on hover
                 text[run_id] = joined
     missing = [run_id for run_id, headline in headlines.items()
                if any(number(headline["metrics"][name]["mean"]) not in text[run_id] for name in RUN_COLUMNS)]

@@ -18,7 +18,8 @@ import yaml
 
 from evalbook.files import write_new
 from evalbook.kernel import ipc_kernel
-from evalbook.layout import CALIBRATE_STAGE, COMPARE_STAGE, NOT_TRACKED_MARKER, NOT_UPLOADED_MARKER, REPORT_STAGE
+from evalbook.layout import (CALIBRATE_STAGE, COMPARE_STAGE, NOT_TRACKED_MARKER, NOT_UPLOADED_MARKER, REPORT_STAGE,
+                             params_file)
 from evalbook.publish import pages
 from evalbook.publish.index import build_index
 from evalbook.publish.tracking import Target, shown
@@ -62,7 +63,7 @@ def stage_inputs(parameters: dict[str, Any], output_dir: Path) -> list[tuple[str
     the folder) and the input files its profile names (params.yaml in the folder)."""
     inputs = [(name, pages.plain_paths(str(value), output_dir)) for name, value in parameters.items()
               if value is not None and name != "run_dir"]
-    params = output_dir / "params.yaml"
+    params = params_file(output_dir)
     values = yaml.safe_load(params.read_text("utf-8")) if params.is_file() else None
     if isinstance(values, dict):
         inputs += [(key, pages.plain_paths(str(values[key]), output_dir)) for key in ("input_path", "predictions_path")
