@@ -14,9 +14,9 @@ def test_every_metric_has_a_label_and_a_colour_blind_safe_colour():
                                          "sentence_cosine", "top_k_match", "mrr_at_k", "precision_at_k",
                                          "recall_at_k", "ndcg_at_k", "rank", "groundedness",
                                          "relevance", "criteria", "context_relevance", "context_precision",
-                                         "context_recall"]
+                                         "context_recall", "facts"]
     assert {m.colour for m in METRICS} <= palette
-    scores = [m for m in METRICS if m.kind != "retrieval"]
+    scores = [m for m in METRICS if m.kind not in ("retrieval", "check")]  # a check is drawn in no figure
     assert len({m.colour for m in scores}) == len(scores), "two score metrics share a colour"
     assert len({m.label for m in METRICS}) == len(METRICS)
     assert metric("rank").higher_is_better is False
@@ -55,7 +55,7 @@ def test_a_metric_reads_its_value_from_where_it_sits_in_a_report_example():
                       "sentence_cosine": -0.125, "top_k_match": 1.0, "mrr_at_k": 0.5, "precision_at_k": 0.25,
                       "recall_at_k": 1.0, "ndcg_at_k": 0.625, "rank": 2.0, "groundedness": 0.75,
                       "relevance": None, "criteria": None, "context_relevance": None,
-                      "context_precision": None, "context_recall": None}
+                      "context_precision": None, "context_recall": None, "facts": None}
 
 
 def test_a_judge_value_counts_only_for_a_judged_example():

@@ -410,12 +410,12 @@ def judge_outcome() -> dict:
 def scale_fields(report: dict) -> list[tuple[str, tuple]]:
     """(metric, path) of every number on a metric's scale: each example's value of a similarity
     or judge metric (with a judged example's repeats and spread), each summary's mean and
-    percentiles (top-k match's rate), and each interval's mean and bounds."""
+    percentiles (top-k match's rate, a check's pass rate), and each interval's mean and bounds."""
     from evalbook.metrics import METRICS
 
     fields = []
     for m in METRICS:
-        if m.kind == "retrieval":  # an example's match is a boolean, its rank an integer from 1
+        if m.kind in ("retrieval", "check"):  # a match is a boolean, a rank an integer, a check's status a word
             continue
         for index, example in enumerate(report["examples"]):
             if m.value(example) is None:
@@ -427,6 +427,7 @@ def scale_fields(report: dict) -> list[tuple[str, tuple]]:
                            (m.name, (*entry, "spread", "max"))]
         fields += [(m.name, (*m.summary_path, key)) for key in ("mean", "p10", "p50", "p90")]
     fields += [(m.name, ("retrieval_summary", m.mean_key)) for m in METRICS if m.kind == "retrieval" and m.mean_key]
+    fields += [(m.name, (*m.summary_path, m.mean_key)) for m in METRICS if m.kind == "check" and m.summary(report)]
     fields += [(m.name, ("examples", 0, *m.example_path)) for m in METRICS
                if m.kind == "retrieval" and m.in_comparison and m.name != "top_k_match"]
     fields += [(name, ("intervals", "metrics", name, key)) for name in report["intervals"]["metrics"]

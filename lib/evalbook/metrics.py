@@ -6,7 +6,9 @@ and the judge stage's metrics. A new metric is one entry here plus the code that
 
 Each metric says where its per-example value sits in a report example (`example_path`) and where
 its summary sits in the report (`summary_path`), so reading a report never needs a branch on a
-metric's name. Colours are entries of seaborn's "colorblind" palette, written out so that this
+metric's name. A check (evalbook.checks) is a metric too: its value is its outcome in the
+example's list of `checks` (1 for a pass, 0 for a fail, none for an error), its summary the
+check's pass rate with its Wilson interval in `checks_summary`. Colours are entries of seaborn's "colorblind" palette, written out so that this
 module imports nothing heavy (it is read by the command line); a test checks them against
 seaborn.
 """
@@ -16,7 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-Kind = Literal["similarity", "retrieval", "judge"]
+Kind = Literal["similarity", "retrieval", "judge", "check"]
+# A check's value by the status of its outcome; an error, like a missing outcome, has none.
+CHECK_VALUES = {"pass": 1.0, "fail": 0.0}
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class Metric:
     # what a judge metric's judge reads: the answer (one request per example and metric, a module
     # of evalbook.judge) or the retrieved chunks (the context metrics, evalbook.judge.context)
     reads: Literal["answer", "retrieval"] = "answer"
+    # a check's name among the outcomes at example_path (a list of {check, status, reason})
+    check_name: str | None = None
 
     def label_at(self, k: Any) -> str:
         """The label with the run's k written in (`MRR@5`, `top-5 match`) for a retrieval metric
@@ -50,7 +56,8 @@ class Metric:
         return self.label.replace("@k", f"@{k}").replace("top-k", f"top-{k}")
 
     def value(self, example: dict[str, Any]) -> float | None:
-        """The example's value as a float; None when it has none (not judged, no retrieval)."""
+        """The example's value as a float; None when it has none (not judged, no retrieval, the
+        check not applied or in error)."""
         if self.kind == "judge":
             record = example.get("judge")
             if not isinstance(record, dict) or record.get("status") != "judged":
@@ -60,6 +67,10 @@ class Metric:
             if not isinstance(node, dict) or node.get(key) is None:
                 return None
             node = node[key]
+        if self.check_name is not None:
+            status = next((o.get("status") for o in node if isinstance(o, dict) and o.get("check") == self.check_name),
+                          None) if isinstance(node, list) else None
+            return CHECK_VALUES.get(status) if isinstance(status, str) else None
         return float(node)
 
     def summary(self, report: dict[str, Any]) -> dict[str, Any] | None:
@@ -114,6 +125,16 @@ def _context(name: str, colour: str) -> Metric:
     return replace(_judge(name, colour), label=name.replace("_", " "), headline=False, reads="retrieval")
 
 
+def _check(name: str, label: str, colour: str) -> Metric:
+    """A check, 0-1: 1 where the example passed it, 0 where it failed; its mean is its pass rate
+    over the examples that passed or failed, with its Wilson interval in the summary. A
+    comparison pairs the checks in its own section (evalbook.compare.checks), so it is not in the
+    paired deltas, and not among the headline numbers: the report shows the checks right after
+    them."""
+    return Metric(name, "check", label, colour, ("checks",), ("checks_summary", "checks", name), (0.0, 1.0),
+                  mean_key="pass_rate", summary_statistics=("pass_rate",), in_comparison=False, check_name=name)
+
+
 METRICS: tuple[Metric, ...] = (
     _bertscore("bertscore_f1", "BERTScore F1", "#0173b2", "f1", headline=True),
     _bertscore("bertscore_precision", "BERTScore precision", "#56b4e9", "precision"),
@@ -137,6 +158,9 @@ METRICS: tuple[Metric, ...] = (
     _context("context_precision", "#ece133"),
     # the palette's last colour; grey is otherwise the retrieval metrics', never drawn beside this
     _context("context_recall", "#949494"),
+    # The palette's ten colours are taken; a check is drawn in no figure (its pass rate and
+    # failures are tables), so it takes the grey of the metrics drawn apart from the scores.
+    _check("facts", "fact check", RETRIEVAL_COLOUR),
 )
 BY_NAME: dict[str, Metric] = {metric.name: metric for metric in METRICS}
 

@@ -80,9 +80,11 @@ def valid_for(report: RunReport) -> dict[str, Any]:
 
 
 def _calibrated_metrics(report: RunReport) -> list[Metric]:
-    """The registry's metrics that this run reports: a judge metric only when its judge ran."""
+    """The registry's metrics that this run reports: a judge metric only when its judge ran; no
+    check, whose pass and fail are fixed, with no threshold to tune (docs/checks.md measures the
+    fact check against planted errors instead)."""
     judged = {m.name for m in report.judged_metrics()}
-    return [m for m in METRICS if m.kind != "judge" or m.name in judged]
+    return [m for m in METRICS if m.kind != "check" and (m.kind != "judge" or m.name in judged)]
 
 
 def _raters(labels: Labels, ids: list[str]) -> dict[str, Any]:

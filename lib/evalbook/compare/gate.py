@@ -38,6 +38,11 @@ MCNEMAR_TEST = "exact McNemar test on paired pass/fail"
 CHECKS_TEST = "checks newly failing on shared examples"
 CHECKS_RULE = "checks"  # the rule that gates on the checks, written alone
 CHECKS_NAMED = f"{CHECKS_RULE} (alone: any check newly failing)"
+# Why a registered metric is not a rule's, by its kind.
+NOT_GATED = {"retrieval": "{name} is not compared example by example (a comparison pairs the retrieval metrics "
+                          "at k instead)",
+             "check": f"{{name}} is gated with the other checks: --fail-on {CHECKS_RULE}, which fails when "
+                      "any check newly fails in the candidate"}
 NEWLY_FAILING_NAMED = 3  # examples a failed checks rule names, worst first
 EXAMPLE_RULE = "bertscore_f1<-0.02"
 
@@ -87,9 +92,9 @@ def parse_rule(text: str) -> Rule:
         raise _refused(text, "not a rule of the form <metric><<tolerance>")
     gated = _gated_metrics()
     if name not in gated:
-        registered = {m.name for m in METRICS}
-        raise _refused(text, f"{name} is not compared example by example (a comparison pairs "
-                             f"the retrieval metrics at k instead)" if name in registered else f"no metric {name!r}")
+        registered = {m.name: m for m in METRICS}
+        raise _refused(text, NOT_GATED.get(registered[name].kind, NOT_GATED["retrieval"]).format(name=name)
+                       if name in registered else f"no metric {name!r}")
     try:
         tolerance = float(number)
     except ValueError:

@@ -56,10 +56,11 @@ def _metric_value(described: Metric, example: dict[str, Any]) -> Any:
 
 
 def _metrics(report: RunReport) -> list[tuple[str, Metric]]:
-    """(label, metric) of each metric some example has a value for, in the registry's order."""
+    """(label, metric) of each metric some example has a value for, in the registry's order; a
+    check is left out, as its own column shows its status (error too, which has no value)."""
     k = (report.data.get("retrieval_summary") or {}).get("k")
-    return [(described.label_at(k), described) for described in METRICS
-            if any(described.value(example) is not None for example in report.examples)]
+    return [(described.label_at(k), described) for described in METRICS if described.kind != "check"
+            and any(described.value(example) is not None for example in report.examples)]
 
 
 def _first_seen(names: list[list[str]]) -> list[str]:

@@ -7,8 +7,9 @@ shipped file equals it. After changing a range in the registry, rewrite the file
 `python -m evalbook.report.schema`.
 
 Every number on a metric's scale is bounded by its `value_range`: each example's value (for a
-judge metric also each repeat's score and their min and max), each of its summary's statistics
-(`summary_statistics`) and each interval's mean and bounds. A metric with a `rescaled_range` is
+judge metric also each repeat's score and their min and max; a check's value is its status, a
+word), each of its summary's statistics (`summary_statistics`) and each interval's mean and
+bounds. A metric with a `rescaled_range` is
 bounded by that instead when the report's bert-score hash says its baseline rescaling was on.
 """
 
@@ -47,7 +48,7 @@ def _bounds(value_range: tuple[float | None, float | None]) -> dict[str, float]:
 def locations(metric: Metric) -> list[tuple[str, ...]]:
     """Paths from the report to every number on `metric`'s scale (ITEMS steps into an array)."""
     value = ("examples", ITEMS, *metric.example_path)
-    paths = [value]
+    paths = [] if metric.check_name is not None else [value]  # a check's value is a status, not a number
     if metric.kind == "judge":  # an example judged several times keeps each repeat and their spread
         entry = value[:-1]
         paths += [(*entry, "repeats", ITEMS, "score"), (*entry, "spread", "min"), (*entry, "spread", "max")]
