@@ -14,6 +14,7 @@ from evalbook.metrics import METRICS, metric, of_kind
 from evalbook.report.explorer import explorer_frame
 from evalbook.report.reader import RunReport
 from evalbook.report.schema import locations
+from evalbook.trend.headline import _metrics as headline_metrics
 from evalbook.validation import ReportError, validate_report
 from test_report import make_report
 
@@ -72,6 +73,16 @@ def test_the_report_schema_bounds_the_pass_rate_and_no_interval_is_added():
     report["checks_summary"]["checks"]["facts"]["pass_rate"] = 1.5
     with pytest.raises(ReportError, match="pass_rate"):
         validate_report(report)
+
+
+def test_the_headline_carries_the_pass_rate_with_its_wilson_interval():
+    report = checked_report()
+    summary = report["checks_summary"]["checks"]["facts"]
+    carried = headline_metrics(report)["facts"]
+    assert carried == {"mean": summary["pass_rate"], "low": summary["interval"]["low"],
+                       "high": summary["interval"]["high"], "n": 4}
+    assert "mentions-refund" not in headline_metrics(report), "only registered checks"
+    assert "facts" not in headline_metrics(make_report())
 
 
 def test_the_explorer_shows_the_check_once_as_its_status():

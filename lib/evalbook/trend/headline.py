@@ -37,7 +37,7 @@ from evalbook.metrics import METRICS
 from evalbook.runs import HEADLINE_KIND, RunRecord, json_field
 from evalbook.validation import HEADLINE_SCHEMA, mismatch
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 class HeadlineError(EvalbookError, ValueError):
@@ -65,17 +65,24 @@ def _number_or_none(value: Any) -> Any:
 
 
 def _metrics(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each metric's mean, interval and n from the report's intervals; a metric the report
-    summarises without an interval (a report from before intervals) gives its mean alone."""
+    """Each metric's mean, interval and n from the report's intervals. A metric whose summary
+    holds its own interval (a check's pass rate with its Wilson interval) gives that, with n the
+    examples that have a value (passed or failed); one the report summarises without an interval
+    (a report from before intervals) gives its mean alone."""
     given = json_field(report, "intervals", "metrics") or {}
+    examples = [e for e in report.get("examples") or [] if isinstance(e, dict)]
     metrics = {}
     for metric in METRICS:
-        interval = given.get(metric.name)
+        interval, summary = given.get(metric.name), metric.summary(report)
         if isinstance(interval, dict):
             metrics[metric.name] = {key: interval.get(key) for key in ("mean", "low", "high", "n")}
-        elif metric.mean_key is not None and metric.summary(report) is not None:
+        elif metric.mean_key is not None and summary is not None and isinstance(summary.get("interval"), dict):
+            metrics[metric.name] = {"mean": _number_or_none(metric.mean(report)),
+                                    "low": summary["interval"].get("low"), "high": summary["interval"].get("high"),
+                                    "n": sum(metric.value(e) is not None for e in examples)}
+        elif metric.mean_key is not None and summary is not None:
             metrics[metric.name] = {"mean": _number_or_none(metric.mean(report)), "low": None, "high": None,
-                                    "n": (metric.summary(report) or {}).get("n")}
+                                    "n": summary.get("n")}
     return metrics
 
 
