@@ -2,10 +2,11 @@
 a table of `results.sqlite`, the results store in the embedding cache's folder
 (evalbook.resultcache).
 
-The fact check reads an answer, its reference and its context, at 0.2-1.5 ms an example: up to
-18 s at 12,000 examples with contexts (docs/checks.md, Speed), where a warm 02_score and
-04_report take about 20 s together. Its outcome is a pure function of those texts, so each
-example keeps two entries, each under the sha256 of what it is computed from and nothing else:
+The fact check reads an answer, its reference and its context, at 0.2-3 ms an example: 18-36 s
+at 12,000 examples with contexts (docs/checks.md, Speed), far more than the 10% of a warm
+02_score and 04_report that the checks may add. Its outcome is a pure function of those texts,
+so each example keeps two entries, each under the sha256 of what it is computed from and nothing
+else:
 
 - the fact check's outcome: the answer (none: no prediction), the reference, the context with
   the retrieved chunks' texts (run.example_context) and the fact check's settings;
