@@ -150,8 +150,10 @@ _ABOVE = """(height) => {
     }
     return above.join(" ");
 }"""
+# A table not laid out (hidden, as the explorer's is until its script has drawn the rows) is not
+# one a reader sees empty.
 _EMPTY_TABLES = """() => Array.from(document.querySelectorAll("table"))
-    .filter((table) => table.querySelectorAll("tbody tr").length === 0)
+    .filter((table) => table.getClientRects().length > 0 && table.querySelectorAll("tbody tr").length === 0)
     .map((table) => table.outerHTML.slice(0, 120))"""
 
 
