@@ -183,13 +183,13 @@ class Inputs(SliceInputs):
 # ---------------------------------------------------------------- the measured work
 
 def checks_section(report: dict[str, Any]) -> None:
-    """What 04 shows only for checks: the pass rates and the failing answers, rendered."""
-    from evalbook.escaping import escaped_table, readable_table
-    from evalbook.report.checks import checks_table, failing_answers
+    """What 04 shows only for checks: the pass rates and the failing answers with their records,
+    rendered as the page renders them."""
+    from evalbook.escaping import escaped_table
+    from evalbook.report.checks import checks_table, failing_answers_html
 
     escaped_table(checks_table(report).set_index("check")).to_html()
-    failing = failing_answers(report)
-    readable_table(failing, f"{len(failing)} answers failed a check").to_html()
+    failing_answers_html(report)
 
 
 def run_variant(scorer, inputs: Inputs, checked: bool, report_path: Path) -> dict[str, Any]:

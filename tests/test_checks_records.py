@@ -96,3 +96,16 @@ def test_following_a_link_in_a_browser_opens_the_record_with_no_handler_attribut
         link.click()
         assert page.locator(target).get_attribute("open") is not None
         assert ": the reference says" in page.locator(target).inner_text()
+
+
+def test_past_the_first_records_an_id_links_to_the_explorer(monkeypatch):
+    import evalbook.report.checks as checks
+
+    monkeypatch.setattr(checks, "RECORDS_SHOWN", 1)
+    html = failing_answers_html(report_with_failures())
+    page = Links()
+    page.feed(html)
+    assert [href for href in page.hrefs if href.startswith("#failing-answer-")] == ["#failing-answer-1"]
+    assert "#failing-answer-1" in [f"#{anchor}" for anchor in page.ids]
+    assert page.hrefs.count(f"#{checks.EXPLORER_ANCHOR}") == 2  # the second answer's id, and the sentence
+    assert "The first 1 of the 2 failing answers are here in full" in html
