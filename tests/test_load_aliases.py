@@ -3,21 +3,12 @@ and a missing column is answered with the nearest present one."""
 
 from __future__ import annotations
 
-import csv
 import json
-from pathlib import Path
 
 import pytest
 
 from evalbook.load import LoadError, load_evaluation_set, metadata_column_names
-
-
-def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
+from test_check_columns import write_csv
 
 
 def test_ragas_names_are_read_as_ours_and_said_once(tmp_path):
